@@ -1,0 +1,51 @@
+# Finds every dependency of gpu-100-days. Nothing is vendored or downloaded: a missing required
+# dependency stops the configure step with the apt package that provides it.
+
+find_package(CUDAToolkit REQUIRED)  # cudart, cuBLAS, and CUB from the toolkit's CCCL
+
+find_package(fmt CONFIG QUIET)
+if(NOT fmt_FOUND)
+  message(FATAL_ERROR "fmt not found: install it with `apt-get install libfmt-dev` "
+                      "(or run scripts/setup.sh, which does that for you)")
+endif()
+
+# Catch2: 3.x (Ubuntu 24.04) or 2.13 (Debian 12, Ubuntu 22.04). common/include/common/catch.hpp
+# hides the difference, so every test file is written once.
+find_package(Catch2 3 CONFIG QUIET)
+if(Catch2_FOUND)
+  set(GPU100_CATCH2_MAJOR 3)
+else()
+  find_package(Catch2 2.13 CONFIG QUIET)
+  if(NOT Catch2_FOUND)
+    message(FATAL_ERROR "Catch2 not found: install it with `apt-get install catch2` "
+                        "(or run scripts/setup.sh, which does that for you)")
+  endif()
+  set(GPU100_CATCH2_MAJOR 2)
+endif()
+list(APPEND CMAKE_MODULE_PATH "${Catch2_DIR}")
+include(Catch)
+message(STATUS "gpu100: Catch2 ${Catch2_VERSION}, fmt ${fmt_VERSION}, CUDA ${CUDAToolkit_VERSION}, "
+               "architectures ${CMAKE_CUDA_ARCHITECTURES}")
+
+# cuDNN is optional: its baseline rows say "skipped: cuDNN not found" without it.
+# A non-standard install is found through -DCUDNN_ROOT=/path or the CUDNN_ROOT environment variable.
+find_path(CUDNN_INCLUDE_DIR cudnn.h
+          HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY cudnn
+             HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+  set(GPU100_HAVE_CUDNN ON)
+  add_library(gpu100_cudnn INTERFACE)
+  add_library(gpu100::cudnn ALIAS gpu100_cudnn)
+  target_include_directories(gpu100_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
+  target_link_libraries(gpu100_cudnn INTERFACE ${CUDNN_LIBRARY})
+  target_compile_definitions(gpu100_cudnn INTERFACE GPU100_HAVE_CUDNN=1)
+  message(STATUS "gpu100: cuDNN found: ${CUDNN_LIBRARY}")
+else()
+  set(GPU100_HAVE_CUDNN OFF)
+  message(STATUS "gpu100: cuDNN not found (optional; set CUDNN_ROOT to point at it): its rows will be skipped")
+endif()
+
+find_package(Python3 COMPONENTS Interpreter QUIET)

@@ -1,0 +1,51 @@
+# Helpers shared by every day's CMakeLists.txt.
+
+option(GPU100_WERROR "Treat host and device compiler warnings as errors" OFF)
+
+# Per-target flags, set with generator expressions (never directory-wide):
+#  - -lineinfo always, so compute-sanitizer and ncu can map SASS back to source lines;
+#  - -G (device debug) only in Debug builds;
+#  - warnings on for host code and for the host side of .cu files.
+function(gpu100_target_flags target)
+  set(host_warnings -Wall -Wextra -Wshadow -Wno-unknown-pragmas)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${host_warnings}>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${GPU100_WERROR}>>:-Werror>
+    $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xcompiler=-Wall,-Wextra,-Wno-unknown-pragmas>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${GPU100_WERROR}>>:-Werror=all-warnings>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<CONFIG:Debug>>:-G>)
+endfunction()
+
+# gpu100_add_catch_test(<target> PREFIX <dayNN> LABEL <cpu|gpu> SOURCES ... [LIBS ...])
+# One executable per label, one ctest test per TEST_CASE, named "<prefix>.<test case name>", so that
+# `ctest -R day02` selects exactly that day and `ctest -L cpu` the tests that need no GPU.
+# A GPU test on a machine with no CUDA device prints GPU100_SKIP, which ctest reports as Skipped.
+function(gpu100_add_catch_test target)
+  cmake_parse_arguments(arg "" "PREFIX;LABEL" "SOURCES;LIBS" ${ARGN})
+  add_executable(${target} ${arg_SOURCES})
+  target_link_libraries(${target} PRIVATE common::test ${arg_LIBS})
+  gpu100_target_flags(${target})
+  catch_discover_tests(${target}
+    TEST_PREFIX "${arg_PREFIX}."
+    PROPERTIES LABELS "${arg_LABEL}" SKIP_REGULAR_EXPRESSION "GPU100_SKIP")
+endfunction()
+
+# gpu100_add_cli_test(<name> <target> EXIT <code[,code]> [REGEX <regex>] [LABEL cpu|gpu]
+#                     [SKIP_REGEX <regex>] ARGS ...)
+# Runs a binary with the given arguments and checks its exit status and that its output matches
+# REGEX. Argument errors are reported before any GPU call, so these tests run without a GPU.
+function(gpu100_add_cli_test name target)
+  cmake_parse_arguments(arg "" "EXIT;REGEX;LABEL;SKIP_REGEX" "ARGS" ${ARGN})
+  if(NOT arg_LABEL)
+    set(arg_LABEL cpu)
+  endif()
+  string(JOIN "|" args_joined ${arg_ARGS})  # a list can't pass through -D; expect_exit splits it
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -D "BIN=$<TARGET_FILE:${target}>" -D "ARGS=${args_joined}"
+                   -D "EXPECT_EXIT=${arg_EXIT}" -D "EXPECT_REGEX=${arg_REGEX}"
+                   -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS "${arg_LABEL}")
+  if(arg_SKIP_REGEX)
+    set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "${arg_SKIP_REGEX}")
+  endif()
+endfunction()

@@ -1,0 +1,86 @@
+#pragma once
+// Compares a GPU result with a reference, element by element, in double precision.
+//
+// An element passes when |got - ref| <= abs_tol + rel_tol * |ref| (the llm.c / numpy.isclose
+// rule). NaN never passes: a NaN in `got` (an element the kernel never wrote, since outputs are
+// poisoned with NaN) fails even where the comparison would be vacuous.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace gpu100 {
+
+struct CompareResult {
+  size_t count = 0;
+  size_t num_bad = 0;
+  int64_t first_bad = -1;  // index of the first failing element, -1 if none
+  double max_abs = 0;      // max |got - ref|; +inf when got holds a NaN or an inf where ref doesn't
+  double max_rel = 0;      // max |got - ref| / |ref| (over elements with ref != 0)
+  double rel_l2 = 0;       // ||got - ref||_2 / ||ref||_2
+  double ref_at_first_bad = 0, got_at_first_bad = 0;
+  bool ok = true;
+
+  std::string summary() const;  // one line, for test failure messages
+};
+
+// Conversion to double; overloaded for types such as __nv_bfloat16 by the days that use them.
+template <typename T>
+inline double to_double(T x) {
+  return static_cast<double>(x);
+}
+
+template <typename Ref, typename Got>
+CompareResult compare(const Ref* ref, const Got* got, size_t n, double abs_tol, double rel_tol) {
+  CompareResult r;
+  r.count = n;
+  double err2 = 0, ref2 = 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    const double a = to_double(ref[i]);
+    const double b = to_double(got[i]);
+    bool good;
+    double diff;
+    if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) {
+      good = (std::isnan(a) && std::isnan(b)) || (std::isinf(a) && a == b);
+      diff = good ? 0.0 : inf;
+    } else {
+      diff = std::fabs(b - a);
+      good = diff <= abs_tol + rel_tol * std::fabs(a);
+      err2 += diff * diff;
+      ref2 += a * a;
+      if (a != 0) r.max_rel = std::fmax(r.max_rel, diff / std::fabs(a));
+    }
+    if (diff > r.max_abs || std::isnan(diff)) r.max_abs = diff;
+    if (diff == inf) r.max_rel = inf;
+    if (!good) {
+      if (r.first_bad < 0) {
+        r.first_bad = static_cast<int64_t>(i);
+        r.ref_at_first_bad = a;
+        r.got_at_first_bad = b;
+      }
+      ++r.num_bad;
+    }
+  }
+  r.rel_l2 = r.max_abs == inf ? inf : (ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2));
+  r.ok = (r.num_bad == 0);
+  return r;
+}
+
+template <typename RefVec, typename GotVec>
+CompareResult compare(const RefVec& ref, const GotVec& got, double abs_tol, double rel_tol) {
+  if (ref.size() != got.size()) {
+    CompareResult r;
+    r.ok = false;
+    r.count = ref.size();
+    r.first_bad = static_cast<int64_t>(std::min(ref.size(), got.size()));
+    r.num_bad = 1;
+    r.max_abs = r.max_rel = r.rel_l2 = std::numeric_limits<double>::infinity();
+    return r;
+  }
+  return compare(ref.data(), got.data(), ref.size(), abs_tol, rel_tol);
+}
+
+}  // namespace gpu100

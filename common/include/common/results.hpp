@@ -1,0 +1,89 @@
+#pragma once
+// The results table every binary prints, and the JSON file it writes with --json.
+//
+// One row per variant. The derived columns are computed from what the row measured:
+//   GB/s          = bytes / time   (the compulsory bytes: each input read once, output written
+//   once) TFLOP/s       = flops / time % of ceiling  = GB/s over the device-to-device copy
+//   bandwidth measured in the same run
+//                   (or TFLOP/s over a compute ceiling, for compute-bound days)
+//   x CPU         = CPU reference time / variant time
+//   x library     = library time / variant time   (above 1: faster than the library)
+//
+// JSON schema (shared by every day; null where a field does not apply):
+//   {"day", "gpu", "cuda", "git", "timestamp", "ceiling_gbps",
+//    "cases": [{"variant", "precision", "shape", "ms", "ms_min", "gbps", "tflops",
+//               "pct_of_ceiling", "speedup_vs_cpu", "library", "ratio_vs_library",
+//               "max_rel_err", "ok"}]}
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/device_info.hpp"
+
+namespace gpu100 {
+
+struct ResultRow {
+  std::string variant;
+  std::string precision;  // "fp32", "bf16", "tf32", "int32", ...
+  std::string shape;      // "n=268435456", "4096x4096x4096", ...
+  std::optional<double> ms, ms_min;
+  std::optional<double> gbps, tflops;
+  std::optional<double> pct_of_ceiling;
+  std::optional<double> speedup_vs_cpu;
+  std::optional<std::string> library;  // the library row this one is compared with
+  std::optional<double> ratio_vs_library;
+  std::optional<double> max_rel_err;
+  bool ok = true;
+  std::string note;  // printed after the table, e.g. "skipped: cuDNN not found"
+};
+
+inline ResultRow make_row(std::string variant, std::string precision, std::string shape) {
+  ResultRow row;
+  row.variant = std::move(variant);
+  row.precision = std::move(precision);
+  row.shape = std::move(shape);
+  return row;
+}
+
+// Fills the derived columns of `row` from its median time and the quantities given.
+// Pass 0 (or a negative number) for a quantity that does not apply.
+void derive(ResultRow& row, double bytes, double flops, double ceiling_gbps, double cpu_ms,
+            double library_ms);
+
+struct RunInfo {
+  std::string day;  // "day02_vector_add"
+  std::string gpu;  // device name
+  std::string cuda;
+  std::string git;  // $GPU100_GIT, else the commit at configure time
+  std::string timestamp;
+  double ceiling_gbps = 0;
+
+  static RunInfo make(const std::string& day, const DeviceSummary& device, double ceiling_gbps);
+};
+
+class ResultTable {
+ public:
+  void add(ResultRow row) { rows_.push_back(std::move(row)); }
+  const std::vector<ResultRow>& rows() const { return rows_; }
+  bool all_ok() const;
+
+  // The table, then any notes, then one verdict line.
+  std::string format(const std::string& verdict_extra = "") const;
+  void print(std::FILE* out = stdout, const std::string& verdict_extra = "") const;
+  std::string verdict(const std::string& extra = "") const;
+
+  std::string to_json(const RunInfo& info) const;
+  void write_json(const std::string& path, const RunInfo& info) const;  // throws on I/O error
+
+ private:
+  std::vector<ResultRow> rows_;
+};
+
+// JSON string escaping (exposed for the unit tests).
+std::string json_escape(const std::string& s);
+
+// Current UTC time as 2026-11-22T08:00:00Z.
+std::string utc_timestamp();
+
+}  // namespace gpu100

@@ -1,0 +1,55 @@
+#pragma once
+// CUDA-event timing with a separate warm-up, N timed repeats, median and min, and an optional
+// L2 flush between repeats (so a small problem is not timed out of a warm cache).
+//
+//   gpu100::GpuTimer timer;                         // allocates the L2-flush buffer once
+//   gpu100::Timing t = timer.time([&] { launch(...); }, options);  // TimingOptions
+//   fmt::print("{:.3f} ms (min {:.3f})\n", t.median_ms, t.min_ms);
+//
+// Nothing is allocated inside the timed loop. The launch function must check its own launch
+// (CUDA_CHECK_LAST); the timer checks the events and synchronises after each repeat.
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <vector>
+
+#include "common/device_buffer.hpp"
+
+namespace gpu100 {
+
+struct TimingOptions {
+  int warmup = 5;
+  int iters = 20;
+  bool flush_l2 = true;  // write a buffer of 2x the L2 size between repeats (outside the events)
+  cudaStream_t stream = nullptr;
+};
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  std::vector<float> samples_ms;
+};
+
+class GpuTimer {
+ public:
+  GpuTimer();
+  ~GpuTimer();
+  GpuTimer(const GpuTimer&) = delete;
+  GpuTimer& operator=(const GpuTimer&) = delete;
+
+  Timing time(const std::function<void()>& launch, const TimingOptions& options = {});
+  void flush_l2(cudaStream_t stream);
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  DeviceBuffer<char> flush_buffer_;
+};
+
+// Median and min of a list of samples (exposed for the CPU unit tests).
+Timing summarize(std::vector<float> samples_ms);
+
+// The bandwidth ceiling of this GPU, measured now: a device-to-device cudaMemcpy of `bytes`
+// (1 GiB by default, less if memory is short), counted as bytes read + bytes written.
+double measure_copy_ceiling_gbps(size_t bytes = size_t(1) << 30, int iters = 20);
+
+}  // namespace gpu100

@@ -1,0 +1,81 @@
+// GPU tests of common/: device buffers, poisoning, error checks, timing and the ceiling.
+#include <cmath>
+#include <vector>
+
+#include "common/catch.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/device_info.hpp"
+#include "common/errors.hpp"
+#include "common/random.hpp"
+#include "common/timer.hpp"
+
+TEST_CASE("device: summary of the current GPU", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  auto d = gpu100::query_device();
+  CHECK_FALSE(d.name.empty());
+  CHECK(d.sm_count > 0);
+  CHECK(d.l2_bytes > 0);
+  CHECK(d.global_mem_bytes > 0);
+  CHECK(d.cc_major >= 7);
+  CHECK(d.one_line().find(d.name) != std::string::npos);
+}
+
+TEST_CASE("DeviceBuffer: upload, download, poison, move", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const auto host = gpu100::random_vector<float>(1031, 1);
+  gpu100::DeviceBuffer<float> d(host.size());
+  d.upload(host);
+  CHECK(d.download() == host);
+  d.poison();
+  for (float x : d.download()) REQUIRE(std::isnan(x));
+
+  gpu100::DeviceBuffer<float> moved = std::move(d);
+  CHECK(moved.size() == host.size());
+  CHECK(d.size() == 0);
+  CHECK(d.data() == nullptr);
+  CHECK_THROWS_AS(moved.upload(std::vector<float>(host.size() + 1)), std::out_of_range);
+
+  gpu100::PinnedBuffer<int> pinned(16);
+  pinned[15] = 7;
+  CHECK(pinned[15] == 7);
+}
+
+TEST_CASE("CUDA_CHECK throws with the call's text, and an impossible allocation is an error",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  try {
+    CUDA_CHECK(cudaSetDevice(-1));
+    FAIL("CUDA_CHECK did not throw");
+  } catch (const gpu100::CudaError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("cudaSetDevice(-1)") != std::string::npos);
+    CHECK(msg.find("test_common_gpu.cpp") != std::string::npos);
+  }
+  try {
+    gpu100::DeviceBuffer<char> huge(size_t(1) << 50);  // 1 PiB
+    FAIL("allocation of 1 PiB succeeded");
+  } catch (const gpu100::CudaError& e) {
+    CHECK(e.code() == cudaErrorMemoryAllocation);
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);  // the failure did not stick
+  CHECK_THROWS_AS(gpu100::require_device_memory(size_t(1) << 50, "test"), gpu100::UsageError);
+}
+
+TEST_CASE("GpuTimer and the copy ceiling give sane numbers", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  gpu100::DeviceBuffer<char> a(size_t(64) << 20), b(size_t(64) << 20);
+  gpu100::GpuTimer timer;
+  gpu100::TimingOptions options;
+  options.warmup = 2;
+  options.iters = 5;
+  auto t = timer.time(
+      [&] { CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), a.bytes(), cudaMemcpyDeviceToDevice)); },
+      options);
+  CHECK(t.samples_ms.size() == 5);
+  CHECK(t.min_ms > 0);
+  CHECK(t.median_ms >= t.min_ms);
+  const double gbps = gpu100::measure_copy_ceiling_gbps(size_t(256) << 20, 5);
+  CHECK(gbps > 50);      // any GPU of the last decade
+  CHECK(gbps < 100000);  // and no GPU at all reaches 100 TB/s
+}

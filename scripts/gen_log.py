@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Regenerates the results tables in LOG.md (and the day READMEs) from results/<gpu>/*.json.
+
+Every table in a Markdown file sits between two markers naming its JSON file:
+
+    <!-- results: results/h100/day02_vector_add.json -->
+    ... generated table ...
+    <!-- /results -->
+
+  scripts/gen_log.py           rewrite the tables in place
+  scripts/gen_log.py --check   exit 1 if any table differs from its JSON (CI runs this as a test)
+
+Only the Python 3 standard library is used.
+"""
+import argparse
+import difflib
+import json
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+
+COLUMNS = [
+    ("variant", "variant", "{}"),
+    ("precision", "precision", "{}"),
+    ("shape", "shape", "{}"),
+    ("ms", "median ms", "{:.4f}"),
+    ("gbps", "GB/s", "{:.1f}"),
+    ("tflops", "TFLOP/s", "{:.2f}"),
+    ("pct_of_ceiling", "% of ceiling", "{:.1f}%"),
+    ("speedup_vs_cpu", "x CPU", "{:.1f}"),
+    ("ratio_vs_library", "x library", "{:.2f}"),
+    ("max_rel_err", "max rel err", "{:.1e}"),
+    ("ok", "check", None),
+]
+
+
+def cell(case, key, fmt):
+    value = case.get(key)
+    if key == "ok":
+        return "PASS" if value else "FAIL"
+    if value is None:
+        return "-"
+    if key == "ratio_vs_library" and case.get("library"):
+        return fmt.format(value) + " vs " + case["library"]
+    return fmt.format(value) if fmt != "{}" else str(value)
+
+
+def render(json_path):
+    data = json.loads((ROOT / json_path).read_text())
+    # Columns that are empty for every case are left out.
+    cols = [c for c in COLUMNS if c[0] in ("variant", "ok") or any(x.get(c[0]) is not None for x in data["cases"])]
+    lines = [
+        f"Measured on {data['gpu']} ({data['cuda']}), {data['timestamp']}, commit `{data['git']}`; "
+        f"copy ceiling in the same run: {data['ceiling_gbps']:.1f} GB/s. Source: `{json_path}`.",
+        "",
+        "| " + " | ".join(c[1] for c in cols) + " |",
+        "|" + "|".join("---" if c[0] in ("variant", "precision", "shape", "ok") else "---:" for c in cols) + "|",
+    ]
+    for case in data["cases"]:
+        lines.append("| " + " | ".join(cell(case, c[0], c[2]) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def regenerate(text):
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("path")) + m.group(4), text)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if a table differs from its JSON")
+    args = parser.parse_args()
+    stale = []
+    for name in FILES:
+        path = ROOT / name
+        if not path.exists():
+            continue
+        old = path.read_text()
+        try:
+            new = regenerate(old)
+        except (OSError, KeyError, ValueError) as e:
+            print(f"{name}: cannot render a results table: {e}", file=sys.stderr)
+            return 1
+        if new == old:
+            continue
+        if args.check:
+            stale.append(name)
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), name, name + " (from JSON)"))
+        else:
+            path.write_text(new)
+            print(f"updated {name}")
+    if stale:
+        print(f"\n{', '.join(stale)}: the results tables differ from results/*.json; run scripts/gen_log.py", file=sys.stderr)
+        return 1
+    if args.check:
+        print("results tables agree with the JSON")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The whole check on a machine with a GPU, in one command: configure and build (release), run
+# every test, run the GPU test binaries under compute-sanitizer (memcheck, racecheck, synccheck,
+# initcheck), then the benchmarks. Logs go to LOGDIR (default build/gpu_check); the benchmark JSON
+# to RESULTS (default: results/<gpu-name>, chosen by bench_all.sh).
+#   scripts/gpu_check.sh [LOGDIR] [RESULTS]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${1:-build/gpu_check}
+results=${2:-}
+mkdir -p "$logs"
+summary="$logs/summary.txt"
+: >"$summary"
+note() { printf '%s\n' "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader >"$logs/gpu.txt" 2>&1
+note "gpu: $(cat "$logs/gpu.txt")"
+
+jobs=$(nproc 2>/dev/null || echo 4)
+if ! ./scripts/setup.sh --no-install >"$logs/build.log" 2>&1; then
+  note "build: FAILED (see build.log)"; tail -n 40 "$logs/build.log"; exit 1
+fi
+warnings=$(grep -ci 'warning' "$logs/build.log" || true)
+note "build: ok, $warnings warning lines"
+
+ctest --test-dir build --output-on-failure -j "$jobs" >"$logs/ctest.log" 2>&1
+ctest_rc=$?
+note "ctest: $(grep -E 'tests passed|tests failed' "$logs/ctest.log" | tail -n1) (rc $ctest_rc)"
+grep -E '\(Failed\)|\(Skipped\)|Not Run' "$logs/ctest.log" | sed 's/^/  /' | tee -a "$summary"
+
+san_rc=0
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  for bin in build/*/*_tests_gpu; do
+    for tool in memcheck racecheck synccheck initcheck; do
+      log="$logs/sanitize_$(basename "$bin")_$tool.log"
+      # API errors are provoked on purpose by the error-path tests (and checked there).
+      compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 99 "$bin" >"$log" 2>&1
+      rc=$?
+      errs=$(grep -E 'ERROR SUMMARY' "$log" | tail -n1)
+      note "sanitize $(basename "$bin") $tool: rc $rc, ${errs:-no summary}"
+      [ $rc -eq 0 ] || san_rc=1
+    done
+  done
+else
+  note "sanitize: compute-sanitizer not found, skipped"
+fi
+
+./scripts/bench_all.sh ${results:+"$results"} >"$logs/bench.log" 2>&1
+bench_rc=$?
+note "bench: rc $bench_rc"
+grep -E '^verdict|^copy ceiling|FAILED' "$logs/bench.log" | sed 's/^/  /' | tee -a "$summary"
+
+[ $ctest_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $bench_rc -eq 0 ]

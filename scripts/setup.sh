@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One-command set-up for gpu-100-days.
+#   1. Installs any missing build dependency with apt (sudo when not root): CMake, ninja,
+#      Catch2 (2.13 or 3.x, whichever the distribution ships) and fmt.
+#   2. Configures and builds the `release` preset into build/.
+# The CUDA Toolkit (nvcc, cuBLAS, CUB) is a prerequisite: it is checked, never installed here.
+# Usage: scripts/setup.sh [--no-install] [--preset release|debug] [extra cmake -D options...]
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+preset=release
+install=1
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-install) install=0 ;;
+    --preset) preset="$2"; shift ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) extra+=("$1") ;;
+  esac
+  shift
+done
+
+say() { printf 'setup: %s\n' "$*"; }
+
+# --- 1. dependencies --------------------------------------------------------------------------
+# Each entry: <apt package> <a check that succeeds when the dependency is present>.
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
+
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
+if ! have_header catch2/catch.hpp && ! have_header catch2/catch_test_macros.hpp; then
+  missing+=(catch2)
+fi
+if ! have_header fmt/format.h; then missing+=(libfmt-dev); fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$install" -eq 0 ]; then
+    say "missing: ${missing[*]} (install them with: apt-get install ${missing[*]})"
+    exit 1
+  fi
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "missing: ${missing[*]}, and apt-get is not available: install them with your package manager"
+    exit 1
+  fi
+  say "installing ${missing[*]} with apt-get"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# CMake >= 3.24 is required (CMAKE_CUDA_ARCHITECTURES=native, presets v4).
+cmake_version=$(cmake --version | head -n1 | awk '{print $3}')
+if ! printf '3.24.0\n%s\n' "$cmake_version" | sort -V -C; then
+  say "CMake $cmake_version is too old: 3.24 or newer is needed (pip install cmake, or Kitware's apt repository)"
+  exit 1
+fi
+
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in /usr/local/cuda/bin /opt/cuda/bin; do
+    if [ -x "$d/nvcc" ]; then export PATH="$d:$PATH"; break; fi
+  done
+fi
+if ! command -v nvcc >/dev/null 2>&1; then
+  say "nvcc not found: install the CUDA Toolkit 12.x or 13.x (apt package cuda-toolkit from NVIDIA's"
+  say "repository, or nvidia-cuda-toolkit from the distribution) and put its bin/ on PATH"
+  exit 1
+fi
+say "using $(nvcc --version | tail -n1), $(cmake --version | head -n1)"
+
+# --- 2. configure and build ------------------------------------------------------------------
+cmake --preset "$preset" "${extra[@]}"
+cmake --build --preset "$preset"
+say "done: run the tests with  ctest --test-dir $( [ "$preset" = release ] && echo build || echo build-$preset ) --output-on-failure"
