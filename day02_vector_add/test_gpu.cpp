@@ -23,7 +23,7 @@ TEST_CASE("every variant matches the CPU exactly at awkward sizes", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 1000;
   for (const auto& v : day02::variants()) {
-    for (int64_t n : kSizes) {
+    for (int64_t n : gpu100::test_sizes(kSizes)) {
       INFO("variant " << v.name << ", n = " << n);
       const auto a = gpu100::random_vector<float>(n, ++seed);
       const auto b = gpu100::random_vector<float>(n, ++seed);

@@ -62,7 +62,7 @@ TEST_CASE("CUDA_CHECK throws with the call's text, and an impossible allocation 
   CHECK_THROWS_AS(gpu100::require_device_memory(size_t(1) << 50, "test"), gpu100::UsageError);
 }
 
-TEST_CASE("GpuTimer and the copy ceiling give sane numbers", "[gpu]") {
+TEST_CASE("GpuTimer and the copy ceiling give sane numbers", "[gpu][timing]") {
   GPU100_REQUIRE_GPU();
   gpu100::DeviceBuffer<char> a(size_t(64) << 20), b(size_t(64) << 20);
   gpu100::GpuTimer timer;

@@ -4,7 +4,10 @@
 //
 // GPU100_REQUIRE_GPU() starts every GPU test case: on a machine with no CUDA device it prints
 // GPU100_SKIP (which ctest reports as Skipped, see cmake/Gpu100.cmake) and leaves the test case.
+#include <cstdint>
+#include <cstdlib>
 #include <iostream>
+#include <vector>
 
 #include "common/device_info.hpp"
 
@@ -34,3 +37,20 @@ using Detail::Approx;  // Catch2 3.x spells it Catch::Approx
       GPU100_SKIP_TEST_CASE("no CUDA device");                               \
     }                                                                        \
   } while (0)
+
+namespace gpu100 {
+
+// The test sizes at or below $GPU100_TEST_MAX_N (all of them when it is unset). The sanitizer
+// runs set it, since compute-sanitizer slows kernels and copies by one or two orders of magnitude.
+inline std::vector<int64_t> test_sizes(std::vector<int64_t> sizes) {
+  const char* cap = std::getenv("GPU100_TEST_MAX_N");
+  if (cap == nullptr || *cap == '\0') return sizes;
+  const int64_t max_n = std::strtoll(cap, nullptr, 10);
+  std::vector<int64_t> kept;
+  for (int64_t n : sizes) {
+    if (n <= max_n) kept.push_back(n);
+  }
+  return kept;
+}
+
+}  // namespace gpu100
