@@ -7,6 +7,8 @@ Every table in a Markdown file sits between two markers naming its JSON file:
     ... generated table ...
     <!-- /results -->
 
+A marker ending in " sweep" (<!-- results: PATH sweep -->) gives one row per size instead.
+
   scripts/gen_log.py           rewrite the tables in place
   scripts/gen_log.py --check   exit 1 if any table differs from its JSON (CI runs this as a test)
 
@@ -21,7 +23,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
-BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 COLUMNS = [
     ("variant", "variant", "{}"),
@@ -41,7 +43,7 @@ COLUMNS = [
 def cell(case, key, fmt):
     value = case.get(key)
     if key == "ok":
-        return "PASS" if value else "FAIL"
+        return "-" if value is None else ("PASS" if value else "FAIL")
     if value is None:
         return "-"
     if key == "ratio_vs_library" and case.get("library"):
@@ -49,13 +51,41 @@ def cell(case, key, fmt):
     return fmt.format(value) if fmt != "{}" else str(value)
 
 
+def header(data, json_path):
+    return (f"Measured on {data['gpu']} ({data['cuda']}), {data['timestamp']}, commit `{data['git']}`; "
+            f"copy ceiling in the same run: {data['ceiling_gbps']:.1f} GB/s. Source: `{json_path}`.")
+
+
+def render_sweep(json_path):
+    """One row per shape, one column pair (ms, GB/s) per GPU variant: a size sweep at a glance."""
+    data = json.loads((ROOT / json_path).read_text())
+    variants, shapes, table = [], [], {}
+    for case in data["cases"]:
+        if case["variant"] == "cpu_reference":
+            continue
+        if case["variant"] not in variants:
+            variants.append(case["variant"])
+        if case["shape"] not in shapes:
+            shapes.append(case["shape"])
+        table[(case["shape"], case["variant"])] = case
+    lines = [header(data, json_path), "",
+             "| shape | " + " | ".join(f"{v} ms | {v} GB/s | {v} % of ceiling" for v in variants) + " |",
+             "|---|" + "---:|" * (3 * len(variants))]
+    for shape in shapes:
+        row = []
+        for v in variants:
+            c = table.get((shape, v), {})
+            row += [cell(c, "ms", "{:.4f}"), cell(c, "gbps", "{:.1f}"), cell(c, "pct_of_ceiling", "{:.1f}%")]
+        lines.append(f"| {shape} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(json_path):
     data = json.loads((ROOT / json_path).read_text())
     # Columns that are empty for every case are left out.
     cols = [c for c in COLUMNS if c[0] in ("variant", "ok") or any(x.get(c[0]) is not None for x in data["cases"])]
     lines = [
-        f"Measured on {data['gpu']} ({data['cuda']}), {data['timestamp']}, commit `{data['git']}`; "
-        f"copy ceiling in the same run: {data['ceiling_gbps']:.1f} GB/s. Source: `{json_path}`.",
+        header(data, json_path),
         "",
         "| " + " | ".join(c[1] for c in cols) + " |",
         "|" + "|".join("---" if c[0] in ("variant", "precision", "shape", "ok") else "---:" for c in cols) + "|",
@@ -66,7 +96,11 @@ def render(json_path):
 
 
 def regenerate(text):
-    return BLOCK.sub(lambda m: m.group(1) + render(m.group("path")) + m.group(4), text)
+    def one(m):
+        body = render_sweep(m.group("path")) if m.group("mode") else render(m.group("path"))
+        return m.group(1) + body + m.group(5)
+
+    return BLOCK.sub(one, text)
 
 
 def main():

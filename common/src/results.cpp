@@ -56,11 +56,14 @@ std::string opt_num(const std::optional<double>& v, const char* spec) {
 }  // namespace
 
 std::string ResultTable::verdict(const std::string& extra) const {
-  size_t bad = 0;
-  for (const auto& r : rows_) bad += r.ok ? 0 : 1;
+  size_t bad = 0, checked = 0;
+  for (const auto& r : rows_) {
+    bad += r.ok ? 0 : 1;
+    checked += r.verified ? 1 : 0;
+  }
   std::string v =
-      bad == 0 ? fmt::format("verdict: PASS, all {} rows verified", rows_.size())
-               : fmt::format("verdict: FAIL, {} of {} rows failed verification", bad, rows_.size());
+      bad == 0 ? fmt::format("verdict: PASS, all {} verified rows match the reference", checked)
+               : fmt::format("verdict: FAIL, {} of {} rows failed verification", bad, checked);
   if (!extra.empty()) v += "; " + extra;
   return v;
 }
@@ -82,7 +85,8 @@ std::string ResultTable::format(const std::string& verdict_extra) const {
     cells.push_back({r.variant, r.precision, r.shape, opt_num(r.ms, "{:.4f}"),
                      opt_num(r.gbps, "{:.1f}"), opt_num(r.tflops, "{:.2f}"),
                      opt_num(r.pct_of_ceiling, "{:.1f}%"), opt_num(r.speedup_vs_cpu, "{:.1f}"), lib,
-                     opt_num(r.max_rel_err, "{:.1e}"), r.ok ? "PASS" : "FAIL"});
+                     opt_num(r.max_rel_err, "{:.1e}"),
+                     !r.verified ? "-" : (r.ok ? "PASS" : "FAIL")});
   }
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
@@ -180,7 +184,8 @@ std::string ResultTable::to_json(const RunInfo& info) const {
         json_str(r.variant), json_str(r.precision), json_str(r.shape), json_num(r.ms),
         json_num(r.ms_min), json_num(r.gbps), json_num(r.tflops), json_num(r.pct_of_ceiling),
         json_num(r.speedup_vs_cpu), r.library ? json_str(*r.library) : "null",
-        json_num(r.ratio_vs_library), json_num(r.max_rel_err), r.ok ? "true" : "false");
+        json_num(r.ratio_vs_library), json_num(r.max_rel_err),
+        !r.verified ? "null" : (r.ok ? "true" : "false"));
     out += "}";
   }
   out += rows_.empty() ? "]\n}\n" : "\n  ]\n}\n";

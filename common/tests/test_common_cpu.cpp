@@ -200,6 +200,9 @@ TEST_CASE("results: derived columns, table and JSON", "[cpu]") {
   bad.note = "a note";
   table.add(bad);
   CHECK_FALSE(table.all_ok());
+  gpu100::ResultRow info_only = gpu100::make_row("h2d", "fp32", "1 B");
+  info_only.verified = false;
+  table.add(info_only);
 
   const std::string text = table.format();
   CHECK(text.find("v1_naive") != std::string::npos);
@@ -219,6 +222,7 @@ TEST_CASE("results: derived columns, table and JSON", "[cpu]") {
   CHECK(json.find("\"gbps\": 2000, \"tflops\": null") != std::string::npos);
   CHECK(json.find("\"variant\": \"broken \\\"quoted\\\"\"") != std::string::npos);
   CHECK(json.find("\"ok\": false") != std::string::npos);
+  CHECK(json.find("\"ok\": null") != std::string::npos);
   for (const char* key :
        {"\"cuda\"", "\"git\"", "\"timestamp\"", "\"cases\"", "\"ms_min\"", "\"pct_of_ceiling\"",
         "\"speedup_vs_cpu\"", "\"library\"", "\"ratio_vs_library\"", "\"max_rel_err\""}) {

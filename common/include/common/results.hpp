@@ -35,7 +35,9 @@ struct ResultRow {
   std::optional<double> ratio_vs_library;
   std::optional<double> max_rel_err;
   bool ok = true;
-  std::string note;  // printed after the table, e.g. "skipped: cuDNN not found"
+  bool verified = true;  // false for rows that check nothing (the CPU reference, transfers):
+                         // "-" in the table, null in the JSON
+  std::string note;      // printed after the table, e.g. "skipped: cuDNN not found"
 };
 
 inline ResultRow make_row(std::string variant, std::string precision, std::string shape) {
