@@ -9,6 +9,7 @@
 #include "common/catch.hpp"
 #include "common/compare.hpp"
 #include "common/errors.hpp"
+#include "common/half.hpp"
 #include "common/math.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
@@ -246,4 +247,18 @@ TEST_CASE("errors: guarded_main maps exceptions to exit statuses", "[cpu]") {
   CHECK(gpu100::guarded_main(1, argv, [](int, char**) -> int {
           throw std::runtime_error("boom");
         }) == gpu100::kExitFailed);
+}
+
+TEST_CASE("half: bf16 and fp16 round trips and compare", "[cpu]") {
+  const std::vector<float> x = {1.0f, -0.5f, 3.140625f, 1.0f + 1.0f / 512};
+  const auto bf = gpu100::round_trip<__nv_bfloat16>(x);
+  CHECK(bf[0] == 1.0f);
+  CHECK(bf[1] == -0.5f);
+  CHECK(bf[2] == 3.140625f);  // 8 significant bits: exactly representable
+  CHECK(bf[3] == 1.0f);       // 1 + 2^-9 rounds to 1 in bf16 (spacing 2^-7 near 1)
+  const auto h = gpu100::round_trip<__half>(x);
+  CHECK(h[3] == 1.0f + 1.0f / 512);  // fp16 keeps it (spacing 2^-10)
+  const auto bf_vec = gpu100::convert_from_float<__nv_bfloat16>(x);
+  CHECK(gpu100::compare(x, bf_vec, 0, 1e-2).ok);
+  CHECK_FALSE(gpu100::compare(x, bf_vec, 0, 0).ok);
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace gpu100 {
 
@@ -26,10 +27,15 @@ struct CompareResult {
   std::string summary() const;  // one line, for test failure messages
 };
 
-// Conversion to double; overloaded for types such as __nv_bfloat16 by the days that use them.
+// Conversion to double. Arithmetic types convert directly; __half and __nv_bfloat16 (and any
+// other type with a conversion to float) go through float.
 template <typename T>
 inline double to_double(T x) {
-  return static_cast<double>(x);
+  if constexpr (std::is_arithmetic_v<T>) {
+    return static_cast<double>(x);
+  } else {
+    return static_cast<double>(static_cast<float>(x));
+  }
 }
 
 template <typename Ref, typename Got>
