@@ -20,13 +20,24 @@ export GPU100_GIT=${GPU100_GIT:-$(git describe --always --dirty 2>/dev/null || e
 
 # Each entry: <json name> <binary, relative to the build dir> [arguments...]
 runs=(
+  "day01_rope day01_rope/day01_rope"
+  "day01_rope_half_split day01_rope/day01_rope --half-split"
   "day02_vector_add day02_vector_add/day02_vector_add"
   "day02_vector_add_sweep day02_vector_add/day02_vector_add --sweep"
+  "day03_vector_add_variants day03_vector_add_variants/day03_vector_add_variants"
+  "day03_vector_add_variants_sweep day03_vector_add_variants/day03_vector_add_variants --sweep"
+  "day04_matmul day04_matmul/day04_matmul"
 )
+# Only some days: BENCH_ONLY="day01 day04" scripts/bench_all.sh
 
 status=0
 for entry in "${runs[@]}"; do
   read -r name bin args <<<"$entry"
+  if [ -n "${BENCH_ONLY:-}" ]; then
+    keep=0
+    for d in $BENCH_ONLY; do case "$name" in "$d"*) keep=1 ;; esac; done
+    [ $keep -eq 1 ] || continue
+  fi
   if [ ! -x "$build/$bin" ]; then
     echo "bench_all: $build/$bin not built, skipped" >&2
     continue

@@ -199,6 +199,14 @@ void ResultTable::write_json(const std::string& path, const RunInfo& info) const
   if (!f) throw std::runtime_error("cannot write '" + path + "'");
 }
 
+std::string size_label(int64_t n) {
+  const bool pow2 = n > 0 && (n & (n - 1)) == 0;
+  if (!pow2) return fmt::format("n={}", n);
+  int k = 0;
+  while ((int64_t(1) << k) != n) ++k;
+  return fmt::format("n=2^{}", k);
+}
+
 std::string utc_timestamp() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};

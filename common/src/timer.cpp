@@ -58,6 +58,25 @@ Timing GpuTimer::time(const std::function<void()>& launch, const TimingOptions& 
   return summarize(std::move(samples));
 }
 
+double time_memcpy_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int reps) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    CUDA_CHECK(cudaEventRecord(start));
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+    CUDA_CHECK(cudaEventRecord(stop));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  return summarize(ms).median_ms;
+}
+
 double measure_copy_ceiling_gbps(size_t bytes, int iters) {
   // Leave room for the problem that follows: use at most a quarter of free memory per buffer.
   bytes = std::min(bytes, free_device_memory() / 4);

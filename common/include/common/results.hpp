@@ -14,6 +14,7 @@
 //    "cases": [{"variant", "precision", "shape", "ms", "ms_min", "gbps", "tflops",
 //               "pct_of_ceiling", "speedup_vs_cpu", "library", "ratio_vs_library",
 //               "max_rel_err", "ok"}]}
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -81,6 +82,9 @@ class ResultTable {
  private:
   std::vector<ResultRow> rows_;
 };
+
+// "n=2^28" for a power of two, "n=1000003" otherwise: the shape column of 1D problems.
+std::string size_label(int64_t n);
 
 // JSON string escaping (exposed for the unit tests).
 std::string json_escape(const std::string& s);

@@ -10,6 +10,8 @@
 // (CUDA_CHECK_LAST); the timer checks the events and synchronises after each repeat.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -47,6 +49,26 @@ class GpuTimer {
 
 // Median and min of a list of samples (exposed for the CPU unit tests).
 Timing summarize(std::vector<float> samples_ms);
+
+// Median time of `reps` cudaMemcpy calls (synchronous for pageable host memory), CUDA events
+// around each: the transfer rows of day02 and day03.
+double time_memcpy_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int reps);
+
+// Median wall time of `reps` runs of host code (a CPU reference), after one untimed run when
+// `warm` (it first-touches the output's pages and fills the caches).
+template <typename F>
+double time_host_ms(F&& run, int reps, bool warm = true) {
+  if (warm) run();
+  std::vector<double> ms;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
 
 // The bandwidth ceiling of this GPU, measured now: a device-to-device cudaMemcpy of `bytes`
 // (1 GiB by default, less if memory is short), counted as bytes read + bytes written.
