@@ -36,50 +36,6 @@ struct Options {
   bool flush_l2 = true;
 };
 
-std::string size_label(int64_t n) {
-  const bool pow2 = n > 0 && (n & (n - 1)) == 0;
-  if (!pow2) return fmt::format("n={}", n);
-  int k = 0;
-  while ((int64_t(1) << k) != n) ++k;
-  return fmt::format("n=2^{}", k);
-}
-
-// Median wall time of `reps` runs of the CPU reference (one untimed run first touches c's pages).
-double time_cpu_ms(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c,
-                   int reps) {
-  const int64_t n = static_cast<int64_t>(a.size());
-  day02::vector_add_cpu(a.data(), b.data(), c.data(), n);
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    day02::vector_add_cpu(a.data(), b.data(), c.data(), n);
-    auto t1 = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-// Median time of `reps` copies with cudaMemcpy (synchronous for pageable memory).
-double time_copy_ms(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, int reps) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    CUDA_CHECK(cudaEventRecord(start));
-    CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
-    CUDA_CHECK(cudaEventRecord(stop));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
-  return gpu100::summarize(ms).median_ms;
-}
-
 struct KernelResult {
   ResultRow row;
   double ms = 0;
@@ -95,7 +51,7 @@ KernelResult run_variant(const day02::Variant& v, const Options& opt, gpu100::Gp
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> got = c.download();
   // fp32 addition is exactly rounded on both sides, so the tolerance is zero.
-  const gpu100::CompareResult cmp = gpu100::compare(ref, got, 0.0, 0.0);
+  const gpu100::CompareResult cmp = gpu100::compare_exact(ref, got);
 
   gpu100::TimingOptions topt;
   topt.warmup = opt.warmup;
@@ -108,7 +64,7 @@ KernelResult run_variant(const day02::Variant& v, const Options& opt, gpu100::Gp
   r.ms = t.median_ms;
   r.row.variant = v.name;
   r.row.precision = "fp32";
-  r.row.shape = size_label(n);
+  r.row.shape = gpu100::size_label(n);
   r.row.ms = t.median_ms;
   r.row.ms_min = t.min_ms;
   r.row.max_rel_err = cmp.max_rel;
@@ -127,10 +83,12 @@ void run_size(int64_t n, const Options& opt, double ceiling_gbps, bool transfers
   const std::vector<float> a = gpu100::random_vector<float>(n, opt.seed);
   const std::vector<float> b = gpu100::random_vector<float>(n, opt.seed + 1);
   std::vector<float> ref(n);
-  const double cpu_ms = time_cpu_ms(a, b, ref, n >= (int64_t(1) << 24) ? 3 : 11);
+  const double cpu_ms =
+      gpu100::time_host_ms([&] { day02::vector_add_cpu(a.data(), b.data(), ref.data(), n); },
+                           n >= (int64_t(1) << 24) ? 3 : 11);
   const double compulsory = 3.0 * double(bytes);  // read A and B, write C
 
-  ResultRow cpu = gpu100::make_row("cpu_reference", "fp32", size_label(n));
+  ResultRow cpu = gpu100::make_row("cpu_reference", "fp32", gpu100::size_label(n));
   cpu.ms = cpu_ms;
   cpu.verified = false;  // the reference itself
   gpu100::derive(cpu, compulsory, 0, 0, cpu_ms, 0);
@@ -143,9 +101,9 @@ void run_size(int64_t n, const Options& opt, double ceiling_gbps, bool transfers
     std::vector<float> c_host(n);
     d_c.poison();
     const int reps = 3;
-    h2d_ms = time_copy_ms(d_a.data(), a.data(), bytes, cudaMemcpyHostToDevice, reps) +
-             time_copy_ms(d_b.data(), b.data(), bytes, cudaMemcpyHostToDevice, reps);
-    d2h_ms = time_copy_ms(c_host.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
+    h2d_ms = gpu100::time_memcpy_ms(d_a.data(), a.data(), bytes, cudaMemcpyHostToDevice, reps) +
+             gpu100::time_memcpy_ms(d_b.data(), b.data(), bytes, cudaMemcpyHostToDevice, reps);
+    d2h_ms = gpu100::time_memcpy_ms(c_host.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
     ResultRow h2d = gpu100::make_row("h2d_pageable", "fp32", fmt::format("2 x {} B", bytes));
     h2d.ms = h2d_ms;
     h2d.verified = false;
@@ -161,12 +119,14 @@ void run_size(int64_t n, const Options& opt, double ceiling_gbps, bool transfers
     gpu100::PinnedBuffer<float> pinned(n);
     std::copy(a.begin(), a.end(), pinned.data());
     ResultRow h2dp = gpu100::make_row("h2d_pinned", "fp32", fmt::format("{} B", bytes));
-    h2dp.ms = time_copy_ms(d_a.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, reps);
+    h2dp.ms =
+        gpu100::time_memcpy_ms(d_a.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, reps);
     h2dp.verified = false;
     gpu100::derive(h2dp, bytes, 0, 0, 0, 0);
     table.add(h2dp);
     ResultRow d2hp = gpu100::make_row("d2h_pinned", "fp32", fmt::format("{} B", bytes));
-    d2hp.ms = time_copy_ms(pinned.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
+    d2hp.ms =
+        gpu100::time_memcpy_ms(pinned.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
     d2hp.verified = false;
     gpu100::derive(d2hp, bytes, 0, 0, 0, 0);
     table.add(d2hp);
@@ -195,7 +155,7 @@ void run_size(int64_t n, const Options& opt, double ceiling_gbps, bool transfers
       if (opt.variants[i]->is_library) continue;
       ResultRow e2e = results[i].row;
       e2e.variant += "+transfers";
-      e2e.shape = size_label(n) + " H2D+kernel+D2H";
+      e2e.shape = gpu100::size_label(n) + " H2D+kernel+D2H";
       e2e.ms = h2d_ms + results[i].ms + d2h_ms;
       e2e.ms_min.reset();
       gpu100::derive(e2e, 0, 0, 0, cpu_ms, 0);
