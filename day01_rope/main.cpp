@@ -1,0 +1,303 @@
+// day01_rope: the host driver.
+//
+// Steps: parse and validate every argument (no GPU call before that) -> the device and the copy
+// ceiling -> seeded random Q and K in [-1, 1] -> the fp64 CPU reference on the whole problem
+// (std::chrono, one thread) -> the cos/sin table, built once before any timing -> for each fp32
+// variant: poison the outputs, launch once, check every element against the reference, then time
+// it (CUDA events) -> the same for the bf16 variant, against the reference recomputed from the
+// bf16-rounded inputs. One row per variant; exit 1 on any mismatch.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/args.hpp"
+#include "common/compare.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/device_info.hpp"
+#include "common/errors.hpp"
+#include "common/half.hpp"
+#include "common/random.hpp"
+#include "common/results.hpp"
+#include "common/timer.hpp"
+#include "rope.cuh"
+
+namespace {
+
+using day01::RopeParams;
+using gpu100::ResultRow;
+
+struct Options {
+  RopeParams p;
+  std::vector<const day01::Variant*> variants;
+  int warmup = 5, iters = 20;
+  uint64_t seed = 42;
+  bool flush_l2 = true;
+};
+
+std::string shape_label(const RopeParams& p) {
+  std::string s =
+      fmt::format("B={} S={} Hq={} Hkv={} D={}", p.batch, p.seq, p.q_heads, p.kv_heads, p.dim);
+  if (p.pos_offset != 0) s += fmt::format(" pos0={}", p.pos_offset);
+  if (p.style == day01::RopeStyle::kHalfSplit) s += " half-split";
+  return s;
+}
+
+double parse_base(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v <= 0) {
+    throw gpu100::UsageError(fmt::format("--base expects a number > 0, got '{}'", text));
+  }
+  return v;
+}
+
+// The reference outputs, fp64, for Q and K.
+struct Reference {
+  std::vector<double> q, k;
+};
+
+// Runs the reference into `ref` and returns its wall time: the median of 3 runs, or the one run
+// when that took over a second. `ref` is allocated (and its pages touched) before the clock.
+double time_cpu_reference(const std::vector<float>& q, const std::vector<float>& k, Reference& ref,
+                          const RopeParams& p, int& runs) {
+  std::vector<double> ms;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    day01::rope_cpu(q.data(), k.data(), ref.q.data(), ref.k.data(), p);
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (ms.front() > 1000.0) break;
+  }
+  runs = static_cast<int>(ms.size());
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Every element of both outputs against the reference, with the variant's tolerance.
+template <typename T>
+void check_outputs(const day01::Variant& v, const RopeParams& p, const Reference& ref,
+                   const gpu100::DeviceBuffer<T>& q_out, const gpu100::DeviceBuffer<T>& k_out,
+                   ResultRow& row) {
+  const day01::Tolerance tol = day01::tolerance(v, p);
+  const std::vector<T> gq = q_out.download();
+  const gpu100::CompareResult cq = gpu100::compare(ref.q, gq, tol.abs_tol, tol.rel_tol);
+  double err = day01::max_pair_rel_err(ref.q.data(), gq.data(), p.q_heads, p);
+  const std::vector<T> gk = k_out.download();
+  const gpu100::CompareResult ck = gpu100::compare(ref.k, gk, tol.abs_tol, tol.rel_tol);
+  err = std::max(err, day01::max_pair_rel_err(ref.k.data(), gk.data(), p.kv_heads, p));
+  row.ok = cq.ok && ck.ok;
+  row.max_rel_err = err;
+  if (!cq.ok) row.note = fmt::format("{} Q: {}", v.name, cq.summary());
+  if (!ck.ok)
+    row.note += fmt::format("{}{} K: {}", row.note.empty() ? "" : "; ", v.name, ck.summary());
+}
+
+// Poisons the outputs, launches once, checks, then times the launch. The row gets every column
+// but the derived ones.
+template <typename T>
+ResultRow run_variant(const day01::Variant& v, const std::function<void()>& launch,
+                      const Options& opt, gpu100::GpuTimer& timer, const Reference& ref,
+                      gpu100::DeviceBuffer<T>& q_out, gpu100::DeviceBuffer<T>& k_out) {
+  ResultRow row = gpu100::make_row(v.name, day01::precision_name(v.precision), shape_label(opt.p));
+  q_out.poison();
+  k_out.poison();
+  launch();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  check_outputs(v, opt.p, ref, q_out, k_out, row);
+
+  gpu100::TimingOptions topt;
+  topt.warmup = opt.warmup;
+  topt.iters = opt.iters;
+  topt.flush_l2 = opt.flush_l2;
+  const gpu100::Timing t = timer.time(launch, topt);
+  row.ms = t.median_ms;
+  row.ms_min = t.min_ms;
+  return row;
+}
+
+Options parse_options(gpu100::ArgParser& args) {
+  Options opt;
+  RopeParams& p = opt.p;
+  p.batch = args.get_int("batch");
+  p.seq = args.get_int("seq");
+  p.q_heads = args.get_int("heads");
+  p.kv_heads = args.was_set("kv-heads") ? args.get_int("kv-heads") : p.q_heads;
+  p.dim = args.get_int("dim");
+  p.pos_offset = args.get_int("pos-offset");
+  p.base = parse_base(args.get_string("base"));
+  p.style =
+      args.get_flag("half-split") ? day01::RopeStyle::kHalfSplit : day01::RopeStyle::kInterleaved;
+  if (p.dim % 2 != 0) {
+    throw gpu100::UsageError(
+        fmt::format("--dim must be even (RoPE rotates pairs of values), got {}", p.dim));
+  }
+  try {
+    day01::validate(p);
+  } catch (const std::invalid_argument& e) {
+    throw gpu100::UsageError(e.what());
+  }
+
+  const auto names = gpu100::split_list(args.get_string("variant"));
+  for (const auto& name : names) {
+    if (day01::find_variant(name) == nullptr) {
+      throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
+    }
+  }
+  for (const auto& v : day01::variants()) {
+    if (names.empty() || std::find(names.begin(), names.end(), v.name) != names.end()) {
+      opt.variants.push_back(&v);
+    }
+  }
+  opt.iters = static_cast<int>(args.get_int("iters"));
+  opt.warmup = static_cast<int>(args.get_int("warmup"));
+  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
+  opt.flush_l2 = !args.get_flag("no-flush-l2");
+  return opt;
+}
+
+int run(int argc, char** argv) {
+  gpu100::ArgParser args("day01_rope",
+                         "rotary position embedding on Q [B,S,Hq,D] and K [B,S,Hkv,D], against "
+                         "an fp64 CPU reference");
+  args.add_int("batch", "B, sequences per batch", 8, 1, int64_t(1) << 20);
+  args.add_int("seq", "S, tokens per sequence", 4096, 1, int64_t(1) << 24);
+  args.add_int("heads", "Hq, query heads", 32, 1, int64_t(1) << 16);
+  args.add_int("kv-heads", "Hkv, key heads (grouped-query attention; default: --heads)", 32, 1,
+               int64_t(1) << 16);
+  args.add_int("dim", "D, head dimension (even)", 128, 1, int64_t(1) << 16);
+  args.add_int("pos-offset", "position of the first token (tokens already in the KV cache)", 0, 0,
+               int64_t(1) << 24);
+  args.add_string("base", "the frequency base: theta_i = base^(-2i/D)", "10000");
+  args.add_flag("half-split", "pair x[i] with x[i + D/2] (GPT-NeoX, HF Llama) instead of x[2i+1]");
+  args.add_common();
+  if (!args.parse(argc, argv)) return gpu100::kExitOk;
+
+  if (args.get_flag("list")) {
+    for (const auto& v : day01::variants()) {
+      fmt::print("{:<12} {:<5} {}\n", v.name, day01::precision_name(v.precision), v.description);
+    }
+    return gpu100::kExitOk;
+  }
+  const Options opt = parse_options(args);
+  const RopeParams& p = opt.p;
+
+  // Everything above is argument handling; the GPU is touched from here on.
+  const gpu100::DeviceSummary device = gpu100::query_device();
+  fmt::print("day01_rope: RoPE on Q and K, {} pairs, base {}\ndevice: {}\n",
+             day01::style_name(p.style), p.base, device.one_line());
+  const double ceiling = gpu100::measure_copy_ceiling_gbps();
+  fmt::print("copy ceiling: {:.1f} GB/s (device-to-device cudaMemcpy, bytes read + written)\n",
+             ceiling);
+  fmt::print("timing: median of {} runs after {} warm-ups, L2 {}\n", opt.iters, opt.warmup,
+             opt.flush_l2 ? "flushed before each run" : "not flushed");
+
+  const int64_t nq = p.q_elems(), nk = p.k_elems();
+  const double elems = double(nq) + double(nk);
+  const size_t table_bytes = size_t(p.positions()) * size_t(p.dim / 2) * sizeof(float2);
+  bool any_fp32 = false, any_bf16 = false;
+  for (const auto* v : opt.variants) {
+    (v->precision == day01::Precision::kFp32 ? any_fp32 : any_bf16) = true;
+  }
+  const size_t elem_bytes = any_fp32 ? sizeof(float) : sizeof(__nv_bfloat16);
+  gpu100::require_device_memory(2 * size_t(nq + nk) * elem_bytes + table_bytes,
+                                shape_label(p).c_str());
+  fmt::print(
+      "GB/s counts Q and K read once and Q_out and K_out written once; the cos/sin table\n"
+      "({:.2f} MiB, built once on the host in fp64 and uploaded before timing) is neither timed "
+      "nor counted.\nevery element of every output is checked against the fp64 reference.\n\n",
+      table_bytes / double(1 << 20));
+
+  const std::vector<float> q = gpu100::random_vector<float>(nq, opt.seed);
+  const std::vector<float> k = gpu100::random_vector<float>(nk, opt.seed + 1);
+  Reference ref{std::vector<double>(nq), std::vector<double>(nk)};
+  int cpu_runs = 0;
+  const double cpu_ms = time_cpu_reference(q, k, ref, p, cpu_runs);
+
+  gpu100::ResultTable table;
+  ResultRow cpu = gpu100::make_row("cpu_reference", "fp64", shape_label(p));
+  cpu.ms = cpu_ms;
+  cpu.verified = false;  // the reference itself
+  gpu100::derive(cpu, elems * 2 * sizeof(float), 0, 0, cpu_ms, 0);
+  cpu.note = fmt::format(
+      "one thread, fp64 std::complex, the whole problem (not extrapolated), "
+      "median of {} run(s)",
+      cpu_runs);
+  table.add(cpu);
+
+  const day01::RopeTable rope_table(p);
+  gpu100::GpuTimer timer;
+  double best_pct[2] = {-1, -1};
+  std::string best_name[2];
+  auto add_row = [&](ResultRow row, const day01::Variant& v, double bytes) {
+    gpu100::derive(row, bytes, 0, ceiling, cpu_ms, 0);
+    const int slot = v.precision == day01::Precision::kFp32 ? 0 : 1;
+    if (row.ok && row.pct_of_ceiling && *row.pct_of_ceiling > best_pct[slot]) {
+      best_pct[slot] = *row.pct_of_ceiling;
+      best_name[slot] = v.name;
+    }
+    table.add(std::move(row));
+  };
+
+  if (any_fp32) {
+    gpu100::DeviceBuffer<float> d_q(nq), d_k(nk), d_q_out(nq), d_k_out(nk);
+    d_q.upload(q);
+    d_k.upload(k);
+    const double bytes = elems * 2 * sizeof(float);
+    for (const auto* v : opt.variants) {
+      if (v->precision != day01::Precision::kFp32) continue;
+      auto launch = [&] {
+        v->launch_fp32(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, rope_table,
+                       nullptr);
+      };
+      add_row(run_variant(*v, launch, opt, timer, ref, d_q_out, d_k_out), *v, bytes);
+    }
+  }
+  if (any_bf16) {
+    // The bf16 variant reads bf16 inputs, so its reference is the rotation of those exact values.
+    const auto q_bf = gpu100::convert_from_float<__nv_bfloat16>(q);
+    const auto k_bf = gpu100::convert_from_float<__nv_bfloat16>(k);
+    day01::rope_cpu(q_bf.data(), k_bf.data(), ref.q.data(), ref.k.data(), p);
+    gpu100::DeviceBuffer<__nv_bfloat16> d_q(nq), d_k(nk), d_q_out(nq), d_k_out(nk);
+    d_q.upload(q_bf);
+    d_k.upload(k_bf);
+    const double bytes = elems * 2 * sizeof(__nv_bfloat16);
+    for (const auto* v : opt.variants) {
+      if (v->precision != day01::Precision::kBf16) continue;
+      auto launch = [&] {
+        v->launch_bf16(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, rope_table,
+                       nullptr);
+      };
+      add_row(run_variant(*v, launch, opt, timer, ref, d_q_out, d_k_out), *v, bytes);
+    }
+  }
+
+  std::string verdict_extra;
+  for (int slot = 0; slot < 2; ++slot) {
+    if (best_pct[slot] < 0) continue;
+    if (!verdict_extra.empty()) verdict_extra += "; ";
+    verdict_extra += fmt::format("best {}: {} at {:.1f}% of the copy ceiling",
+                                 slot == 0 ? "fp32" : "bf16", best_name[slot], best_pct[slot]);
+  }
+  table.print(stdout, verdict_extra);
+  if (const std::string& path = args.get_string("json"); !path.empty()) {
+    const char* day =
+        p.style == day01::RopeStyle::kHalfSplit ? "day01_rope_half_split" : "day01_rope";
+    table.write_json(path, gpu100::RunInfo::make(day, device, ceiling));
+    fmt::print("wrote {}\n", path);
+  }
+  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return gpu100::guarded_main(argc, argv, run);
+}
