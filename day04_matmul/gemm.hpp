@@ -1,0 +1,101 @@
+#pragma once
+// day04::gemm: the host API of day 4's matrix multiplication, for this day's binary and tests and
+// for the days that build on it (day05 attention, day08 convolution, the capstone).
+//
+// Every GEMM here is row-major: A is M x K, B is K x N, C is M x N, all contiguous, and computes
+//   C = alpha * A * B + beta * C.
+// When beta == 0, C is never read (it may hold NaN). Any M, N, K >= 1 works: partial tiles are
+// predicated, never assumed away. Calls are asynchronous on `stream` and check their launches.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+namespace day04 {
+
+struct GemmShape {
+  int m = 0, n = 0, k = 0;
+};
+
+// Throws std::invalid_argument for a non-positive dimension or a null pointer.
+void check_gemm_args(const GemmShape& s, const void* a, const void* b, const void* c);
+// True when the 16-byte-load paths apply: K % 4 == 0, N % 4 == 0 and 16-byte aligned pointers.
+bool vector_path_ok(GemmShape s, const void* a, const void* b, const void* c);
+
+// ---- fp32 (CUDA cores) -----------------------------------------------------------------------
+using SgemmFn = void (*)(GemmShape, float alpha, const float* a, const float* b, float beta,
+                         float* c, cudaStream_t stream);
+
+void sgemm_v1_naive(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void sgemm_v2_coalesced(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void sgemm_v3_smem_tiled(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void sgemm_v4_1d_blocktile(GemmShape, float, const float*, const float*, float, float*,
+                           cudaStream_t);
+void sgemm_v5_2d_blocktile(GemmShape, float, const float*, const float*, float, float*,
+                           cudaStream_t);
+void sgemm_v6_vectorized(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void sgemm_v7_warptile(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void sgemm_v8_double_buffered(GemmShape, float, const float*, const float*, float, float*,
+                              cudaStream_t);
+
+// The autotuned v8: the first call for a given (M, N, K) times every configuration in
+// sgemm_v8_configs() once and remembers the fastest; later calls use it.
+void sgemm_v8_autotuned(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+struct TileConfig {
+  const char* name;  // "128x128x8 w64x32 256t"
+  SgemmFn launch;
+};
+const std::vector<TileConfig>& sgemm_v8_configs();
+// The configuration the autotuner chose for this shape ("" if it has not run for it).
+std::string sgemm_autotuned_choice(GemmShape s);
+
+// ---- tensor cores ------------------------------------------------------------------------------
+// TF32: fp32 inputs, rounded to TF32 (10-bit mantissa) inside, fp32 accumulation.
+void gemm_v9_wmma_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+// BF16 inputs, fp32 accumulation and output.
+using GemmBf16Fn = void (*)(GemmShape, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                            float beta, float* c, cudaStream_t stream);
+void gemm_v9_wmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
+                       cudaStream_t);
+void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
+                       cudaStream_t);
+
+// ---- cuBLAS, the library a user would pick instead ---------------------------------------------
+// One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it
+// never uses TF32.
+void cublas_sgemm(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void cublas_gemm_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void cublas_gemm_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
+                      cudaStream_t);
+
+// ---- the registry
+// --------------------------------------------------------------------------------
+enum class Precision { kFp32, kTf32, kBf16 };
+const char* to_string(Precision p);
+
+struct GemmVariant {
+  const char* name;         // "v5_2d_blocktile"
+  const char* description;  // what changed, one line
+  Precision precision;
+  SgemmFn fp32 = nullptr;     // set for kFp32 and kTf32 (fp32 inputs)
+  GemmBf16Fn bf16 = nullptr;  // set for kBf16 (bf16 inputs)
+  bool is_library = false;    // the cuBLAS rows
+  const char* library = "";   // the cuBLAS row this variant is compared with
+};
+const std::vector<GemmVariant>& gemm_variants();
+const GemmVariant* find_gemm_variant(const std::string& name);
+
+// A GEMM by variant name, on device pointers (the "call by name" API for later days).
+// fp32-input variants only; throws std::invalid_argument for an unknown or bf16 variant.
+void gemm(const std::string& variant, GemmShape s, float alpha, const float* a, const float* b,
+          float beta, float* c, cudaStream_t stream = nullptr);
+
+// ---- CPU reference
+// --------------------------------------------------------------------------------- Cache-blocked,
+// accumulating in double. C = alpha * A * B + beta * C (C not read if beta == 0).
+void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double beta, float* c);
+// One entry of A * B in double: for the sampled check of cuBLAS at large sizes.
+double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col);
+
+}  // namespace day04

@@ -1,0 +1,126 @@
+// day04: the CPU reference, argument checks, the registry and the call-by-name API.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gemm.hpp"
+
+namespace day04 {
+
+void check_gemm_args(const GemmShape& s, const void* a, const void* b, const void* c) {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0) {
+    throw std::invalid_argument("gemm: M, N and K must be positive, got " + std::to_string(s.m) +
+                                " x " + std::to_string(s.n) + " x " + std::to_string(s.k));
+  }
+  if (a == nullptr || b == nullptr || c == nullptr) {
+    throw std::invalid_argument("gemm: null matrix pointer");
+  }
+}
+
+// Cache-blocked i-k-j loops, accumulating a block of C rows in double: the innermost loop runs
+// along contiguous rows of B and C, and a 64 x 256 block of B stays in the L2 cache while a
+// 64-row panel of A passes over it.
+void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double beta, float* c) {
+  check_gemm_args(s, a, b, c);
+  constexpr int kRows = 64, kCols = 256, kDepth = 64;
+  std::vector<double> acc(size_t(kRows) * kCols);
+  for (int i0 = 0; i0 < s.m; i0 += kRows) {
+    const int i1 = std::min(s.m, i0 + kRows);
+    for (int j0 = 0; j0 < s.n; j0 += kCols) {
+      const int j1 = std::min(s.n, j0 + kCols), w = j1 - j0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int p0 = 0; p0 < s.k; p0 += kDepth) {
+        const int p1 = std::min(s.k, p0 + kDepth);
+        for (int i = i0; i < i1; ++i) {
+          double* acc_row = &acc[size_t(i - i0) * kCols];
+          for (int p = p0; p < p1; ++p) {
+            const double av = a[size_t(i) * s.k + p];
+            const float* b_row = b + size_t(p) * s.n + j0;
+            for (int j = 0; j < w; ++j) acc_row[j] += av * b_row[j];
+          }
+        }
+      }
+      for (int i = i0; i < i1; ++i) {
+        for (int j = j0; j < j1; ++j) {
+          float& out = c[size_t(i) * s.n + j];
+          const double prior = beta != 0.0 ? beta * double(out) : 0.0;
+          out = static_cast<float>(alpha * acc[size_t(i - i0) * kCols + (j - j0)] + prior);
+        }
+      }
+    }
+  }
+}
+
+double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col) {
+  double sum = 0;
+  for (int p = 0; p < s.k; ++p) sum += double(a[size_t(row) * s.k + p]) * b[size_t(p) * s.n + col];
+  return sum;
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+const std::vector<GemmVariant>& gemm_variants() {
+  using P = Precision;
+  static const std::vector<GemmVariant> kVariants = {
+      {"v1_naive", "one thread per output, threadIdx.x along rows (uncoalesced)", P::kFp32,
+       sgemm_v1_naive, nullptr, false, "cublas_sgemm"},
+      {"v2_coalesced", "threadIdx.x along columns: coalesced B loads and C stores", P::kFp32,
+       sgemm_v2_coalesced, nullptr, false, "cublas_sgemm"},
+      {"v3_smem_tiled", "32 x 32 tiles of A and B staged in shared memory", P::kFp32,
+       sgemm_v3_smem_tiled, nullptr, false, "cublas_sgemm"},
+      {"v4_1d_blocktile", "8 outputs per thread along a column (64 x 64 x 8 tiles)", P::kFp32,
+       sgemm_v4_1d_blocktile, nullptr, false, "cublas_sgemm"},
+      {"v5_2d_blocktile", "8 x 8 outputs per thread (128 x 128 x 8 tiles)", P::kFp32,
+       sgemm_v5_2d_blocktile, nullptr, false, "cublas_sgemm"},
+      {"v6_vectorized", "float4 global and shared loads, A transposed in shared memory", P::kFp32,
+       sgemm_v6_vectorized, nullptr, false, "cublas_sgemm"},
+      {"v7_warptile", "warp tiles of 64 x 32, conflict-free shared reads, BK = 16", P::kFp32,
+       sgemm_v7_warptile, nullptr, false, "cublas_sgemm"},
+      {"v8_double_buffered", "two shared-memory stages, next slab prefetched to registers",
+       P::kFp32, sgemm_v8_double_buffered, nullptr, false, "cublas_sgemm"},
+      {"v8_autotuned", "v8 with the fastest of its tile configurations, chosen per (M, N, K)", P::kFp32,
+       sgemm_v8_autotuned, nullptr, false, "cublas_sgemm"},
+      {"v9_wmma_tf32", "tensor cores via WMMA, TF32 inputs, fp32 accumulation", P::kTf32,
+       gemm_v9_wmma_tf32, nullptr, false, "cublas_tf32"},
+      {"v9_wmma_bf16", "tensor cores via WMMA, BF16 inputs, fp32 accumulation", P::kBf16, nullptr,
+       gemm_v9_wmma_bf16, false, "cublas_bf16"},
+      {"v10_mma_bf16", "mma.sync + ldmatrix + 3-stage cp.async pipeline, padded tiles", P::kBf16,
+       nullptr, gemm_v10_mma_bf16, false, "cublas_bf16"},
+      {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
+       nullptr, true, ""},
+      {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,
+       cublas_gemm_tf32, nullptr, true, ""},
+      {"cublas_bf16", "library: cublasGemmEx, BF16 inputs, fp32 compute and output", P::kBf16,
+       nullptr, cublas_gemm_bf16, true, ""},
+  };
+  return kVariants;
+}
+
+const GemmVariant* find_gemm_variant(const std::string& name) {
+  for (const auto& v : gemm_variants()) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
+void gemm(const std::string& variant, GemmShape s, float alpha, const float* a, const float* b,
+          float beta, float* c, cudaStream_t stream) {
+  const GemmVariant* v = find_gemm_variant(variant);
+  if (v == nullptr || v->fp32 == nullptr) {
+    throw std::invalid_argument("gemm: no fp32-input variant named '" + variant + "'");
+  }
+  v->fp32(s, alpha, a, b, beta, c, stream);
+}
+
+}  // namespace day04

@@ -1,0 +1,165 @@
+// day04 GPU tests: every GEMM variant and every transpose variant against the CPU reference at
+// awkward shapes (1, primes, non-multiples of every tile size), fresh seeded random inputs,
+// outputs poisoned with NaN first.
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "common/catch.hpp"
+#include "common/compare.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/half.hpp"
+#include "common/random.hpp"
+#include "gemm.hpp"
+#include "transpose.hpp"
+
+namespace {
+
+const std::vector<day04::GemmShape> kShapes = {
+    {1, 1, 1},       {33, 33, 33},    {1, 1000, 33},  {1000, 1, 17},  {127, 129, 257},
+    {128, 128, 128}, {257, 96, 1000}, {4097, 33, 64}, {65, 67, 2048}, {130, 260, 36}};
+
+// Runs variant v on fresh inputs and compares with the double-precision CPU reference.
+// beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.
+void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float alpha, float beta,
+                   uint64_t seed) {
+  INFO("variant " << v.name << ", " << s.m << " x " << s.n << " x " << s.k << ", alpha " << alpha
+                  << ", beta " << beta);
+  auto a = gpu100::random_vector<float>(size_t(s.m) * s.k, seed);
+  auto b = gpu100::random_vector<float>(size_t(s.k) * s.n, seed + 1);
+  const auto c0 = gpu100::random_vector<float>(size_t(s.m) * s.n, seed + 2);
+  const bool bf16 = v.precision == day04::Precision::kBf16;
+  if (bf16) {  // the reference multiplies exactly the values the GPU sees
+    a = gpu100::round_trip<__nv_bfloat16>(a);
+    b = gpu100::round_trip<__nv_bfloat16>(b);
+  }
+  std::vector<float> ref = c0;
+  day04::gemm_cpu(s, alpha, a.data(), b.data(), beta, ref.data());
+
+  gpu100::DeviceBuffer<float> d_c(ref.size());
+  if (beta == 0.f) {
+    d_c.poison();
+  } else {
+    d_c.upload(c0);
+  }
+  if (bf16) {
+    gpu100::DeviceBuffer<__nv_bfloat16> d_a(a.size()), d_b(b.size());
+    d_a.upload(gpu100::convert_from_float<__nv_bfloat16>(a));
+    d_b.upload(gpu100::convert_from_float<__nv_bfloat16>(b));
+    v.bf16(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
+    CUDA_CHECK(cudaPeekAtLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    gpu100::DeviceBuffer<float> d_a(a.size()), d_b(b.size());
+    d_a.upload(a);
+    d_b.upload(b);
+    v.fp32(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
+    CUDA_CHECK(cudaPeekAtLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // Tolerance: |err| <= abs_tol + 1e-5 |ref|. fp32 (and bf16 on the same rounded inputs) differ
+  // from the double reference by fp32 summation error, about sqrt(K) * 6e-8 * |partial sums|;
+  // TF32 rounds each input to 10 mantissa bits: about 1e-3 * sqrt(K / 3) per entry.
+  const double abs_tol = v.precision == day04::Precision::kTf32
+                             ? 2e-3 * std::sqrt(double(s.k))
+                             : 2e-6 * std::sqrt(double(s.k)) + 1e-6;
+  const auto cmp = gpu100::compare(ref, d_c.download(), abs_tol, 1e-5);
+  INFO(cmp.summary());
+  REQUIRE(cmp.ok);
+  REQUIRE(cmp.rel_l2 < (v.precision == day04::Precision::kTf32 ? 5e-3 : 1e-5));
+}
+
+}  // namespace
+
+TEST_CASE("every GEMM variant matches the CPU at awkward shapes (beta = 0, C poisoned)", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 10;
+  for (const auto& v : day04::gemm_variants()) {
+    for (const auto& s : kShapes) {
+      // Under compute-sanitizer (GPU100_TEST_MAX_N set) only the shapes with few outputs run.
+      if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
+      check_variant(v, s, 1.0f, 0.0f, seed += 3);
+    }
+  }
+}
+
+TEST_CASE("every GEMM variant applies alpha and beta", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 1000;
+  for (const auto& v : day04::gemm_variants()) {
+    check_variant(v, {77, 45, 61}, 1.5f, -0.75f, seed += 3);
+    check_variant(v, {128, 256, 40}, -2.0f, 0.5f, seed += 3);
+  }
+}
+
+TEST_CASE("every v8 tile configuration is correct, and the autotuner picks one", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 2000;
+  for (const auto& cfg : day04::sgemm_v8_configs()) {
+    day04::GemmVariant v{cfg.name, "", day04::Precision::kFp32, cfg.launch, nullptr, false, ""};
+    check_variant(v, {199, 131, 75}, 1.f, 0.f, seed += 3);  // scalar path
+    check_variant(v, {300, 260, 96}, 1.f, 0.f, seed += 3);  // float4 path, partial tiles
+  }
+  const day04::GemmShape s{300, 260, 96};
+  CHECK(day04::sgemm_autotuned_choice(s).empty());
+  check_variant(*day04::find_gemm_variant("v8_autotuned"), s, 1.f, 0.f, seed += 3);
+  CHECK_FALSE(day04::sgemm_autotuned_choice(s).empty());
+}
+
+TEST_CASE("GEMM by name on unaligned pointers takes the scalar path", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day04::GemmShape s{64, 64, 64};
+  const auto a = gpu100::random_vector<float>(64 * 64 + 1, 5);
+  const auto b = gpu100::random_vector<float>(64 * 64 + 1, 6);
+  std::vector<float> ref(64 * 64);
+  day04::gemm_cpu(s, 1.0, a.data() + 1, b.data() + 1, 0.0, ref.data());
+  gpu100::DeviceBuffer<float> d_a(a.size()), d_b(b.size()), d_c(64 * 64 + 1);
+  d_a.upload(a);
+  d_b.upload(b);
+  for (const char* name : {"v6_vectorized", "v7_warptile", "v8_double_buffered"}) {
+    INFO(name);
+    d_c.poison();
+    day04::gemm(name, s, 1.f, d_a.data() + 1, d_b.data() + 1, 0.f, d_c.data() + 1);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got = d_c.download();
+    const std::vector<float> out(got.begin() + 1, got.end());
+    REQUIRE(gpu100::compare(ref, out, 1e-4, 1e-5).ok);
+  }
+}
+
+TEST_CASE("every transpose variant is exact at awkward shapes", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const std::vector<std::pair<int, int>> shapes = {{1, 1},   {1, 1000}, {1000, 1},  {33, 17},
+                                                   {32, 32}, {257, 31}, {4097, 33}, {1025, 2049}};
+  uint64_t seed = 300;
+  for (const auto& v : day04::transpose_variants()) {
+    for (auto [m, n] : shapes) {
+      INFO(v.name << " " << m << " x " << n);
+      const auto in = gpu100::random_vector<float>(size_t(m) * n, ++seed);
+      std::vector<float> ref(in.size());
+      day04::transpose_cpu(in.data(), ref.data(), m, n);
+      gpu100::DeviceBuffer<float> d_in(in.size()), d_out(in.size());
+      d_in.upload(in);
+      d_out.poison();
+      v.launch(d_in.data(), d_out.data(), m, n, nullptr);
+      CUDA_CHECK(cudaPeekAtLastError());
+      CUDA_CHECK(cudaDeviceSynchronize());
+      REQUIRE(gpu100::compare(ref, d_out.download(), 0.0, 0.0).ok);
+    }
+    float x = 0;
+    CHECK_THROWS_AS(v.launch(&x, &x, 0, 5, nullptr), std::invalid_argument);
+  }
+}
+
+TEST_CASE("GEMM launchers reject bad shapes before launching", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  gpu100::DeviceBuffer<float> d(16);
+  for (const auto& v : day04::gemm_variants()) {
+    if (v.fp32 == nullptr) continue;
+    INFO(v.name);
+    CHECK_THROWS_AS(v.fp32({0, 4, 4}, 1.f, d.data(), d.data(), 0.f, d.data(), nullptr),
+                    std::invalid_argument);
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
