@@ -49,10 +49,13 @@ struct TileConfig {
 const std::vector<TileConfig>& sgemm_v8_configs();
 // The configuration the autotuner chose for this shape ("" if it has not run for it).
 std::string sgemm_autotuned_choice(GemmShape s);
+// Every configuration's time from that one tuning run: "name 1.234 ms; ..." ("" before it ran).
+std::string sgemm_autotune_report(GemmShape s);
 
 // ---- tensor cores ------------------------------------------------------------------------------
 // TF32: fp32 inputs, rounded to TF32 (10-bit mantissa) inside, fp32 accumulation.
 void gemm_v9_wmma_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+void gemm_v10_mma_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
 // BF16 inputs, fp32 accumulation and output.
 using GemmBf16Fn = void (*)(GemmShape, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
                             float beta, float* c, cudaStream_t stream);

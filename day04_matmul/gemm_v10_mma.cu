@@ -213,4 +213,171 @@ void gemm_v10_mma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const _
   CUDA_CHECK_LAST();
 }
 
+// ---- the same pipeline for TF32 --------------------------------------------------------------
+// v10_mma_tf32: fp32 inputs, mma.sync.m16n8k8 in TF32. What differs from the BF16 kernel:
+//  - a k-step is 8 (a 32-bit element per register), and each fragment element is rounded to TF32
+//    (cvt.rna) after it leaves shared memory;
+//  - A's fragments still come from ldmatrix (an 8 x 8 matrix of b16 is an 8 x 4 matrix of fp32,
+//    and each lane receives exactly its (row, k) element); B's cannot (.trans would split the
+//    32-bit elements), so each lane reads its two B values with 32-bit loads, which the padded
+//    row of 136 floats keeps free of bank conflicts ((8 k + n) % 32 is distinct over the warp);
+//  - tiles of 128 x 128 x 32 floats: 35 KB per stage, 107 KB for 3 stages (two blocks per SM).
+namespace tf32 {
+
+constexpr int kBK = 32, kLda = kBK + 4, kLdb = kBN + 8;
+constexpr int kAStage = kBM * kLda, kBStage = kBK * kLdb;
+constexpr size_t kSmemBytes = sizeof(float) * kStages * (kAStage + kBStage);
+
+__device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
+  uint32_t out;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(bits)));
+  return out;
+}
+
+__device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <bool kAsync>
+__device__ __forceinline__ void load_stage(float* as, float* bs, const float* a, const float* b,
+                                           int m, int n, int k, int row0, int col0, int k0,
+                                           int tid) {
+  if constexpr (kAsync) {
+    // A slab: 128 rows x 8 chunks of 4 floats; B slab: 32 rows x 32 chunks. 4 + 4 per thread.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int f = tid + i * kThreads, r = f / 8, cc = (f % 8) * 4;
+      const bool ok = row0 + r < m && k0 + cc < k;
+      cp_async_16(as + r * kLda + cc, ok ? a + size_t(row0 + r) * k + k0 + cc : a, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int f = tid + i * kThreads, r = f / 32, cc = (f % 32) * 4;
+      const bool ok = k0 + r < k && col0 + cc < n;
+      cp_async_16(bs + r * kLdb + cc, ok ? b + size_t(k0 + r) * n + col0 + cc : b, ok);
+    }
+  } else {
+    for (int e = tid; e < kBM * kBK; e += kThreads) {
+      const int r = e / kBK, cc = e % kBK;
+      as[r * kLda + cc] = (row0 + r < m && k0 + cc < k) ? a[size_t(row0 + r) * k + k0 + cc] : 0.f;
+    }
+    for (int e = tid; e < kBK * kBN; e += kThreads) {
+      const int r = e / kBN, cc = e % kBN;
+      bs[r * kLdb + cc] = (k0 + r < k && col0 + cc < n) ? b[size_t(k0 + r) * n + col0 + cc] : 0.f;
+    }
+  }
+}
+
+}  // namespace tf32
+
+template <bool kAsync>
+// (Capping it at 128 registers for two blocks per SM makes ptxas spill: one block of 8 warps.)
+__global__ void __launch_bounds__(kThreads)
+    gemm_v10_tf32_kernel(int m, int n, int k, float alpha, const float* __restrict__ a,
+                         const float* __restrict__ b, float beta, float* c) {
+  // This kernel's tile constants (the names above are the BF16 kernel's).
+  constexpr int kBK = tf32::kBK, kLda = tf32::kLda, kLdb = tf32::kLdb;
+  constexpr int kAStage = tf32::kAStage, kBStage = tf32::kBStage;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  float* as = reinterpret_cast<float*>(smem_raw);  // kStages x [kBM][kLda]
+  float* bs = as + kStages * kAStage;              // kStages x [kBK][kLdb]
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int row0 = blockIdx.y * kBM, col0 = blockIdx.x * kBN;
+  const int wm0 = (warp / (kBN / kWN)) * kWM, wn0 = (warp % (kBN / kWN)) * kWN;
+  const int g = lane / 4, t = lane % 4;
+
+  float acc[kWM / 16][kWN / 8][4] = {};
+  const int num_slabs = gpu100::ceil_div(k, kBK);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_slabs) {
+      tf32::load_stage<kAsync>(as + s * kAStage, bs + s * kBStage, a, b, m, n, k, row0, col0,
+                               s * kBK, tid);
+    }
+    cp_async_commit();
+  }
+  for (int st = 0; st < num_slabs; ++st) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // slab st is complete everywhere; slab st - 1's buffer is free
+    const int next = st + kStages - 1;
+    if (next < num_slabs) {
+      const int s = next % kStages;
+      tf32::load_stage<kAsync>(as + s * kAStage, bs + s * kBStage, a, b, m, n, k, row0, col0,
+                               next * kBK, tid);
+    }
+    cp_async_commit();
+
+    const float* at = as + (st % kStages) * kAStage;
+    const float* bt = bs + (st % kStages) * kBStage;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 8) {
+      uint32_t fa[kWM / 16][4], fb[kWN / 8][2];
+#pragma unroll
+      for (int i = 0; i < kWM / 16; ++i) {
+        ldmatrix_x4(fa[i], at + (wm0 + 16 * i + lane % 16) * kLda + kk + (lane / 16) * 4);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) fa[i][q] = tf32::to_tf32(fa[i][q]);
+      }
+#pragma unroll
+      for (int j = 0; j < kWN / 8; ++j) {
+        const float* col = bt + wn0 + 8 * j + g;
+        fb[j][0] = tf32::to_tf32(__float_as_uint(col[(kk + t) * kLdb]));
+        fb[j][1] = tf32::to_tf32(__float_as_uint(col[(kk + t + 4) * kLdb]));
+      }
+#pragma unroll
+      for (int i = 0; i < kWM / 16; ++i)
+#pragma unroll
+        for (int j = 0; j < kWN / 8; ++j) tf32::mma_tf32_1688(acc[i][j], fa[i], fb[j]);
+    }
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < kWM / 16; ++i)
+#pragma unroll
+    for (int j = 0; j < kWN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + wm0 + 16 * i + g + 8 * h;
+        const int col = col0 + wn0 + 8 * j + 2 * t;
+        if (row >= m) continue;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          if (col + q < n) {
+            float* out = c + size_t(row) * n + col + q;
+            *out = alpha * acc[i][j][2 * h + q] + (beta != 0.f ? beta * *out : 0.f);
+          }
+        }
+      }
+}
+
+void gemm_v10_mma_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                       float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  static bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_tf32_kernel<true>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(tf32::kSmemBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_tf32_kernel<false>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(tf32::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(gpu100::ceil_div(s.n, kBN), gpu100::ceil_div(s.m, kBM));
+  if (vector_path_ok(s, a, b, c)) {
+    gemm_v10_tf32_kernel<true>
+        <<<grid, kThreads, tf32::kSmemBytes, stream>>>(s.m, s.n, s.k, alpha, a, b, beta, c);
+  } else {
+    gemm_v10_tf32_kernel<false>
+        <<<grid, kThreads, tf32::kSmemBytes, stream>>>(s.m, s.n, s.k, alpha, a, b, beta, c);
+  }
+  CUDA_CHECK_LAST();
+}
+
 }  // namespace day04

@@ -219,7 +219,8 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
       row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;
     if (!chk.ok) row.note = chk.detail;
     if (std::string(v.name) == "v8_autotuned") {
-      row.note = "autotuner chose " + day04::sgemm_autotuned_choice(s);
+      row.note = "autotuner chose " + day04::sgemm_autotuned_choice(s) +
+                 " (tuning run: " + day04::sgemm_autotune_report(s) + ")";
     }
     measured.push_back({&v, row});
   }

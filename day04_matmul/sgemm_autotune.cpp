@@ -2,10 +2,12 @@
 // The first call for a given (M, N, K) runs every tile configuration once as a warm-up and once
 // timed with CUDA events, into a scratch output (so the caller's C, which beta may read, is left
 // alone), and remembers the fastest. Later calls for that shape go straight to it.
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
@@ -17,8 +19,10 @@ namespace {
 
 std::mutex g_mutex;
 std::map<std::tuple<int, int, int>, size_t> g_choice;
+std::map<std::tuple<int, int, int>, std::vector<float>> g_times;
 
-size_t tune(GemmShape s, const float* a, const float* b, cudaStream_t stream) {
+size_t tune(GemmShape s, const float* a, const float* b, cudaStream_t stream,
+            std::vector<float>& times) {
   const auto& configs = sgemm_v8_configs();
   gpu100::DeviceBuffer<float> scratch(size_t(s.m) * s.n);
   cudaEvent_t start, stop;
@@ -34,6 +38,7 @@ size_t tune(GemmShape s, const float* a, const float* b, cudaStream_t stream) {
     CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
     if (i == 0 || ms < best_ms) best = i, best_ms = ms;
   }
   CUDA_CHECK(cudaEventDestroy(start));
@@ -51,10 +56,28 @@ void sgemm_v8_autotuned(GemmShape s, float alpha, const float* a, const float* b
     std::lock_guard<std::mutex> lock(g_mutex);
     const auto key = std::make_tuple(s.m, s.n, s.k);
     auto it = g_choice.find(key);
-    if (it == g_choice.end()) it = g_choice.emplace(key, tune(s, a, b, stream)).first;
+    if (it == g_choice.end()) {
+      std::vector<float> times;
+      it = g_choice.emplace(key, tune(s, a, b, stream, times)).first;
+      g_times[key] = times;
+    }
     choice = it->second;
   }
   sgemm_v8_configs()[choice].launch(s, alpha, a, b, beta, c, stream);
+}
+
+std::string sgemm_autotune_report(GemmShape s) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_times.find(std::make_tuple(s.m, s.n, s.k));
+  if (it == g_times.end()) return "";
+  std::string out;
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.3f ms", i ? "; " : "", sgemm_v8_configs()[i].name,
+                  it->second[i]);
+    out += buf;
+  }
+  return out;
 }
 
 std::string sgemm_autotuned_choice(GemmShape s) {

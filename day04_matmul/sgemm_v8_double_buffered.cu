@@ -108,6 +108,8 @@ const std::vector<TileConfig>& sgemm_v8_configs() {
       // 4 warps of 64 x 64: an 8 x 16 thread tile, 6 shared loads per 128 FMAs.
       {"128x128x8 w64x64 128t", launch_v8<128, 128, 8, 64, 64, 128>},
       {"128x128x16 w64x64 128t", launch_v8<128, 128, 16, 64, 64, 128>},
+      {"256x128x8 w64x64 256t", launch_v8<256, 128, 8, 64, 64, 256>},
+      {"128x256x16 w64x64 256t", launch_v8<128, 256, 16, 64, 64, 256>},
   };
   return kConfigs;
 }
