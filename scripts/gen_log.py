@@ -92,6 +92,9 @@ def render(json_path):
     ]
     for case in data["cases"]:
         lines.append("| " + " | ".join(cell(case, c[0], c[2]) for c in cols) + " |")
+    notes = [f"- `{c['variant']}`: {c['note']}" for c in data["cases"] if c.get("note")]
+    if notes:
+        lines += [""] + notes
     return "\n".join(lines) + "\n"
 
 

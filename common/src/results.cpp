@@ -180,12 +180,14 @@ std::string ResultTable::to_json(const RunInfo& info) const {
     out += fmt::format(
         "\"variant\": {}, \"precision\": {}, \"shape\": {}, \"ms\": {}, \"ms_min\": {}, "
         "\"gbps\": {}, \"tflops\": {}, \"pct_of_ceiling\": {}, \"speedup_vs_cpu\": {}, "
-        "\"library\": {}, \"ratio_vs_library\": {}, \"max_rel_err\": {}, \"ok\": {}",
+        "\"library\": {}, \"ratio_vs_library\": {}, \"max_rel_err\": {}, \"ok\": {}, "
+        "\"note\": {}",
         json_str(r.variant), json_str(r.precision), json_str(r.shape), json_num(r.ms),
         json_num(r.ms_min), json_num(r.gbps), json_num(r.tflops), json_num(r.pct_of_ceiling),
         json_num(r.speedup_vs_cpu), r.library ? json_str(*r.library) : "null",
         json_num(r.ratio_vs_library), json_num(r.max_rel_err),
-        !r.verified ? "null" : (r.ok ? "true" : "false"));
+        !r.verified ? "null" : (r.ok ? "true" : "false"),
+        r.note.empty() ? "null" : json_str(r.note));
     out += "}";
   }
   out += rows_.empty() ? "]\n}\n" : "\n  ]\n}\n";

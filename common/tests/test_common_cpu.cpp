@@ -224,6 +224,8 @@ TEST_CASE("results: derived columns, table and JSON", "[cpu]") {
   CHECK(json.find("\"variant\": \"broken \\\"quoted\\\"\"") != std::string::npos);
   CHECK(json.find("\"ok\": false") != std::string::npos);
   CHECK(json.find("\"ok\": null") != std::string::npos);
+  CHECK(json.find("\"note\": \"a note\"") != std::string::npos);
+  CHECK(json.find("\"note\": null") != std::string::npos);
   for (const char* key :
        {"\"cuda\"", "\"git\"", "\"timestamp\"", "\"cases\"", "\"ms_min\"", "\"pct_of_ceiling\"",
         "\"speedup_vs_cpu\"", "\"library\"", "\"ratio_vs_library\"", "\"max_rel_err\""}) {

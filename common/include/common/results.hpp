@@ -13,7 +13,8 @@
 //   {"day", "gpu", "cuda", "git", "timestamp", "ceiling_gbps",
 //    "cases": [{"variant", "precision", "shape", "ms", "ms_min", "gbps", "tflops",
 //               "pct_of_ceiling", "speedup_vs_cpu", "library", "ratio_vs_library",
-//               "max_rel_err", "ok"}]}
+//               "max_rel_err", "ok", "note"}]}
+// ("note" is the row's note, e.g. which tile shape the autotuner chose; null when there is none.)
 #include <cstdint>
 #include <cstdio>
 #include <optional>
