@@ -63,6 +63,10 @@ void gemm_v9_wmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat
                        cudaStream_t);
 void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
                        cudaStream_t);
+// Hopper only: compiled when CMAKE_CUDA_ARCHITECTURES includes 90a (GPU100_HAVE_SM90A), listed in
+// the registry only then. Shapes TMA cannot describe (K or N not a multiple of 8) go to v10.
+void gemm_v11_wgmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,
+                         float*, cudaStream_t);
 
 // ---- cuBLAS, the library a user would pick instead ---------------------------------------------
 // One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it

@@ -16,9 +16,10 @@
 
 namespace {
 
-const std::vector<day04::GemmShape> kShapes = {
-    {1, 1, 1},       {33, 33, 33},    {1, 1000, 33},  {1000, 1, 17},  {127, 129, 257},
-    {128, 128, 128}, {257, 96, 1000}, {4097, 33, 64}, {65, 67, 2048}, {130, 260, 36}};
+const std::vector<day04::GemmShape> kShapes = {{1, 1, 1},       {33, 33, 33},    {1, 1000, 33},
+                                               {1000, 1, 17},   {127, 129, 257}, {128, 128, 128},
+                                               {257, 96, 1000}, {4097, 33, 64},  {65, 67, 2048},
+                                               {130, 260, 36},  {300, 264, 200}};
 
 // Runs variant v on fresh inputs and compares with the double-precision CPU reference.
 // beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.

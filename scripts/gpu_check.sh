@@ -3,7 +3,7 @@
 # every test, run the GPU test binaries under compute-sanitizer (memcheck, racecheck, synccheck,
 # initcheck), then the benchmarks. Logs go to LOGDIR (default build/gpu_check); the benchmark JSON
 # to RESULTS (default: results/<gpu-name>, chosen by bench_all.sh).
-#   scripts/gpu_check.sh [LOGDIR] [RESULTS] [all|test|bench]
+#   [GPU100_CMAKE_ARGS=...] scripts/gpu_check.sh [LOGDIR] [RESULTS] [all|test|bench]
 # "test" stops after the sanitizers, "bench" only runs the benchmarks (on an existing build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,9 @@ jobs=$(nproc 2>/dev/null || echo 4)
 ctest_rc=0
 san_rc=0
 if [ "$phase" != bench ]; then
-if ! ./scripts/setup.sh --no-install >"$logs/build.log" 2>&1; then
+# Extra configure options, e.g. GPU100_CMAKE_ARGS=-DCMAKE_CUDA_ARCHITECTURES=90a (Hopper wgmma).
+# shellcheck disable=SC2086
+if ! ./scripts/setup.sh --no-install ${GPU100_CMAKE_ARGS:-} >"$logs/build.log" 2>&1; then
   note "build: FAILED (see build.log)"; tail -n 40 "$logs/build.log"; exit 1
 fi
 warnings=$(grep -ci 'warning' "$logs/build.log" || true)
