@@ -100,7 +100,7 @@ const std::vector<GemmVariant>& gemm_variants() {
       {"v10_mma_bf16", "mma.sync + ldmatrix + 3-stage cp.async pipeline, padded tiles", P::kBf16,
        nullptr, gemm_v10_mma_bf16, false, "cublas_bf16"},
 #ifdef GPU100_HAVE_SM90A
-      {"v11_wgmma_bf16", "Hopper wgmma m64n128k16 from shared memory, TMA 4-stage pipeline",
+      {"v11_wgmma_bf16", "Hopper wgmma m64n256k16 from shared memory, TMA 4-stage pipeline",
        P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16"},
 #endif
       {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
