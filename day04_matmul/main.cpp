@@ -103,7 +103,7 @@ struct GemmCheck {
 };
 
 GemmCheck check_gemm(const std::vector<float>& ref, const std::vector<float>& got,
-                     day04::Precision p) {
+                     day04::Precision p, int k) {
   double ref_max = 0;
   for (float x : ref) ref_max = std::max(ref_max, double(std::fabs(x)));
   const auto cmp = gpu100::compare(ref, got, 1e30, 0.0);  // only for the norms; NaN still fails
@@ -111,7 +111,9 @@ GemmCheck check_gemm(const std::vector<float>& ref, const std::vector<float>& go
   c.err = ref_max > 0 ? cmp.max_abs / ref_max : cmp.max_abs;
   // fp32 and bf16 (against the reference on the same rounded inputs) differ only in summation
   // order; TF32 rounds every input to 10 mantissa bits.
-  const double tol = p == day04::Precision::kTf32 ? 1e-2 : 1e-5;
+  // The summation-order difference grows like sqrt(K): 1.6e-5 at K = 4096 (measured: 0 for every
+  // fp32 variant, 5.7e-6 for BF16), 2.3e-5 at K = 8192.
+  const double tol = p == day04::Precision::kTf32 ? 1e-2 : 2.5e-7 * std::sqrt(double(k));
   c.ok = cmp.ok && c.err <= tol;
   c.detail = fmt::format("max |err| / max |ref| = {:.2e} (tolerance {:.0e}); {}", c.err, tol,
                          cmp.summary());
@@ -207,7 +209,7 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
     launch();       // (for v8_autotuned this first call also runs the tuning)
     CUDA_CHECK(cudaDeviceSynchronize());
     const auto chk = check_gemm(v.precision == day04::Precision::kBf16 ? ref16 : ref32,
-                                in.c.download(), v.precision);
+                                in.c.download(), v.precision, s.k);
     const auto t = timer.time(launch, timing(opt));
     ResultRow row = gpu100::make_row(v.name, day04::to_string(v.precision), shape);
     row.ms = t.median_ms;
