@@ -67,6 +67,31 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The epilogue of both v10 kernels: C = alpha * acc + beta * C for the warp's 64 x 32 tile at
+// (row0, col0). Lane holds rows lane / 4 and lane / 4 + 8, columns (lane % 4) * 2 + {0, 1}, of each
+// 16 x 8 mma tile.
+__device__ __forceinline__ void store_warp_tile(const float (&acc)[kWM / 16][kWN / 8][4], float* c,
+                                                int m, int n, float alpha, float beta, int row0,
+                                                int col0, int lane) {
+#pragma unroll
+  for (int i = 0; i < kWM / 16; ++i)
+#pragma unroll
+    for (int j = 0; j < kWN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 16 * i + lane / 4 + 8 * h;
+        const int col = col0 + 8 * j + (lane % 4) * 2;
+        if (row >= m) continue;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          if (col + q < n) {
+            float* out = c + size_t(row) * n + col + q;
+            *out = alpha * acc[i][j][2 * h + q] + (beta != 0.f ? beta * *out : 0.f);
+          }
+        }
+      }
+}
+
 // Fills one pipeline stage with the A slab (rows row0.., cols k0..) and the B slab.
 template <bool kAsync>
 __device__ __forceinline__ void load_stage(__nv_bfloat16* as, __nv_bfloat16* bs,
@@ -168,25 +193,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   cp_async_wait<0>();
 
-  // Epilogue: lane holds rows lane / 4 and lane / 4 + 8, columns (lane % 4) * 2 + {0, 1}, of
-  // each 16 x 8 tile.
-#pragma unroll
-  for (int i = 0; i < kWM / 16; ++i)
-#pragma unroll
-    for (int j = 0; j < kWN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + wm0 + 16 * i + lane / 4 + 8 * h;
-        const int col = col0 + wn0 + 8 * j + (lane % 4) * 2;
-        if (row >= m) continue;
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          if (col + q < n) {
-            float* out = c + size_t(row) * n + col + q;
-            *out = alpha * acc[i][j][2 * h + q] + (beta != 0.f ? beta * *out : 0.f);
-          }
-        }
-      }
+  store_warp_tile(acc, c, m, n, alpha, beta, row0 + wm0, col0 + wn0, lane);
 }
 
 void gemm_v10_mma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
@@ -336,24 +343,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   cp_async_wait<0>();
-
-#pragma unroll
-  for (int i = 0; i < kWM / 16; ++i)
-#pragma unroll
-    for (int j = 0; j < kWN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + wm0 + 16 * i + g + 8 * h;
-        const int col = col0 + wn0 + 8 * j + 2 * t;
-        if (row >= m) continue;
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          if (col + q < n) {
-            float* out = c + size_t(row) * n + col + q;
-            *out = alpha * acc[i][j][2 * h + q] + (beta != 0.f ? beta * *out : 0.f);
-          }
-        }
-      }
+  store_warp_tile(acc, c, m, n, alpha, beta, row0 + wm0, col0 + wn0, lane);
 }
 
 void gemm_v10_mma_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
