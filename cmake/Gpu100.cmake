@@ -49,3 +49,28 @@ function(gpu100_add_cli_test name target)
     set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "${arg_SKIP_REGEX}")
   endif()
 endfunction()
+
+# gpu100_add_cli_checks(<prefix> <target> LIST_REGEX <regex> BAD <name>:<arg>[:<arg>...] ...)
+# The command-line checks every day has: each BAD case (e.g. n_zero:--n:0) must print "error:" and
+# exit 2 before any GPU call; --help must print the usage and --list a line matching LIST_REGEX,
+# both with exit 0. Tests are named <prefix>.cli.rejects_<name>, <prefix>.cli.help, ...list.
+function(gpu100_add_cli_checks prefix target)
+  cmake_parse_arguments(arg "" "LIST_REGEX" "BAD" ${ARGN})
+  foreach(case IN LISTS arg_BAD)
+    string(REPLACE ":" ";" parts "${case}")
+    list(POP_FRONT parts name)
+    gpu100_add_cli_test(${prefix}.cli.rejects_${name} ${target} EXIT 2 REGEX "error:" ARGS ${parts})
+  endforeach()
+  gpu100_add_cli_test(${prefix}.cli.help ${target} EXIT 0 REGEX "usage: ${target}" ARGS --help)
+  gpu100_add_cli_test(${prefix}.cli.list ${target} EXIT 0 REGEX "${arg_LIST_REGEX}" ARGS --list)
+endfunction()
+
+# gpu100_add_smoke_run(<test name> <target> ARGS ...)
+# A small end-to-end run of a day's binary: it must end with "verdict: PASS" on a GPU; on a machine
+# without one it exits 3 with "no CUDA-capable GPU", which ctest reports as Skipped.
+function(gpu100_add_smoke_run name target)
+  cmake_parse_arguments(arg "" "" "ARGS" ${ARGN})
+  gpu100_add_cli_test(${name} ${target} EXIT 0,3 LABEL gpu
+                      REGEX "verdict: PASS|no CUDA-capable GPU" SKIP_REGEX "no CUDA-capable GPU"
+                      ARGS ${arg_ARGS})
+endfunction()
