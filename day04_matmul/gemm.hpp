@@ -64,9 +64,12 @@ void gemm_v9_wmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat
 void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
                        cudaStream_t);
 // Hopper only: compiled when CMAKE_CUDA_ARCHITECTURES includes 90a (GPU100_HAVE_SM90A), listed in
-// the registry only then. Shapes TMA cannot describe (K or N not a multiple of 8) go to v10.
+// the registry only then. Shapes TMA cannot describe go to v10 (BF16: K or N not a multiple of 8;
+// TF32: K not a multiple of 4). The TF32 call first transposes B into a scratch buffer (wgmma
+// reads TF32 operands only K-major), and its time includes that transpose.
 void gemm_v11_wgmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,
                          float*, cudaStream_t);
+void gemm_v11_wgmma_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
 
 // ---- cuBLAS, the library a user would pick instead ---------------------------------------------
 // One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it

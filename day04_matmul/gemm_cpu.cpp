@@ -100,6 +100,8 @@ const std::vector<GemmVariant>& gemm_variants() {
       {"v10_mma_bf16", "mma.sync + ldmatrix + 3-stage cp.async pipeline, padded tiles", P::kBf16,
        nullptr, gemm_v10_mma_bf16, false, "cublas_bf16"},
 #ifdef GPU100_HAVE_SM90A
+      {"v11_wgmma_tf32", "Hopper wgmma m64n256k8 TF32 + TMA; B transposed first (K-major)",
+       P::kTf32, gemm_v11_wgmma_tf32, nullptr, false, "cublas_tf32"},
       {"v11_wgmma_bf16", "Hopper wgmma m64n256k16 from shared memory, TMA 4-stage pipeline",
        P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16"},
 #endif
