@@ -13,6 +13,7 @@ phase=${3:-all}
 mkdir -p "$logs"
 summary="$logs/summary.txt"
 : >"$summary"
+rm -f "$logs"/*.result  # per-tool results of an earlier run in the same folder
 note() { printf '%s\n' "$*" | tee -a "$summary"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader >"$logs/gpu.txt" 2>&1
