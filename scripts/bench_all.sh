@@ -27,6 +27,8 @@ runs=(
   "day03_vector_add_variants day03_vector_add_variants/day03_vector_add_variants"
   "day03_vector_add_variants_sweep day03_vector_add_variants/day03_vector_add_variants --sweep"
   "day04_matmul day04_matmul/day04_matmul"
+  "day06_scan day06_scan/day06_scan"
+  "day06_scan_sweep day06_scan/day06_scan --sweep"
 )
 # Only some days: BENCH_ONLY="day01 day04" scripts/bench_all.sh
 
