@@ -193,11 +193,7 @@ int run(int argc, char** argv) {
   const gpu100::DeviceSummary device = gpu100::query_device();
   fmt::print("day01_rope: RoPE on Q and K, {} pairs, base {}\ndevice: {}\n",
              day01::style_name(p.style), p.base, device.one_line());
-  const double ceiling = gpu100::measure_copy_ceiling_gbps();
-  fmt::print("copy ceiling: {:.1f} GB/s (device-to-device cudaMemcpy, bytes read + written)\n",
-             ceiling);
-  fmt::print("timing: median of {} runs after {} warm-ups, L2 {}\n", opt.iters, opt.warmup,
-             opt.flush_l2 ? "flushed before each run" : "not flushed");
+  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
 
   const int64_t nq = p.q_elems(), nk = p.k_elems();
   const double elems = double(nq) + double(nk);

@@ -203,11 +203,8 @@ int run(int argc, char** argv) {
   // Everything above is argument handling; the GPU is touched from here on.
   const gpu100::DeviceSummary device = gpu100::query_device();
   fmt::print("day02_vector_add: C = A + B, fp32\ndevice: {}\n", device.one_line());
-  const double ceiling = gpu100::measure_copy_ceiling_gbps();
-  fmt::print("copy ceiling: {:.1f} GB/s (device-to-device cudaMemcpy, bytes read + written)\n",
-             ceiling);
-  fmt::print("timing: median of {} runs after {} warm-ups, L2 {}\n\n", opt.iters, opt.warmup,
-             opt.flush_l2 ? "flushed before each run" : "not flushed");
+  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
+  fmt::print("\n");
 
   gpu100::ResultTable table;
   std::string verdict_extra;

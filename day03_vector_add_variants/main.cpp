@@ -452,11 +452,8 @@ int run(int argc, char** argv) {
     need = std::max(need, (3 * static_cast<size_t>(opt.transfer_n) + opt.matrix) * sizeof(float));
   }
   gpu100::require_device_memory(need, kDay);
-  const double ceiling = gpu100::measure_copy_ceiling_gbps();
-  fmt::print("copy ceiling: {:.1f} GB/s (device-to-device cudaMemcpy, bytes read + written)\n",
-             ceiling);
-  fmt::print("timing: median of {} runs after {} warm-ups, L2 {}\n\n", opt.iters, opt.warmup,
-             opt.flush_l2 ? "flushed before each run" : "not flushed");
+  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
+  fmt::print("\n");
 
   gpu100::GpuTimer timer;
   gpu100::ResultTable table;

@@ -293,8 +293,7 @@ int run(int argc, char** argv) {
   const double fp32_peak = gpu100::measure_fp32_peak_tflops();
   fmt::print("copy ceiling: {:.1f} GB/s; fp32 FMA ceiling: {:.1f} TFLOP/s (both measured now)\n",
              ceiling, fp32_peak);
-  fmt::print("timing: median of {} runs after {} warm-ups, L2 {}\n", opt.iters, opt.warmup,
-             opt.flush_l2 ? "flushed before each run" : "not flushed");
+  fmt::print("{}\n", gpu100::timing_line(opt.iters, opt.warmup, opt.flush_l2));
 
   gpu100::ResultTable table;
   std::string verdict;

@@ -262,11 +262,8 @@ int run(int argc, char** argv) {
              opt.exclusive ? " (exclusive scans)" : "", device.one_line());
   // x and y of n 4-byte elements, plus the workspaces (a few MB at 2^28, CUB's included).
   gpu100::require_device_memory(static_cast<size_t>(n) * 8 + (size_t(64) << 20), kDay);
-  const double ceiling = gpu100::measure_copy_ceiling_gbps();
-  fmt::print("copy ceiling: {:.1f} GB/s (device-to-device cudaMemcpy, bytes read + written)\n",
-             ceiling);
-  fmt::print("timing: median of {} runs after {} warm-ups, L2 {}\n\n", opt.iters, opt.warmup,
-             opt.flush_l2 ? "flushed before each run" : "not flushed");
+  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
+  fmt::print("\n");
 
   gpu100::GpuTimer timer;
   gpu100::ResultTable table;

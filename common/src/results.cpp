@@ -1,5 +1,7 @@
 #include "common/results.hpp"
 
+#include "common/timer.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -199,6 +201,18 @@ void ResultTable::write_json(const std::string& path, const RunInfo& info) const
   if (!f) throw std::runtime_error("cannot open '" + path + "' for writing");
   f << to_json(info);
   if (!f) throw std::runtime_error("cannot write '" + path + "'");
+}
+
+std::string timing_line(int iters, int warmup, bool flush_l2) {
+  return fmt::format("timing: median of {} runs after {} warm-ups, L2 {}", iters, warmup,
+                     flush_l2 ? "flushed before each run" : "not flushed");
+}
+
+double measure_and_report_ceiling(int iters, int warmup, bool flush_l2) {
+  const double ceiling = measure_copy_ceiling_gbps();
+  fmt::print("copy ceiling: {:.1f} GB/s (device-to-device cudaMemcpy, bytes read + written)\n{}\n",
+             ceiling, timing_line(iters, warmup, flush_l2));
+  return ceiling;
 }
 
 std::string size_label(int64_t n) {

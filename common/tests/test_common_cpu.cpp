@@ -264,3 +264,10 @@ TEST_CASE("half: bf16 and fp16 round trips and compare", "[cpu]") {
   CHECK(gpu100::compare(x, bf_vec, 0, 1e-2).ok);
   CHECK_FALSE(gpu100::compare(x, bf_vec, 0, 0).ok);
 }
+
+TEST_CASE("results: the timing line every binary prints", "[cpu]") {
+  CHECK(gpu100::timing_line(20, 5, true) ==
+        "timing: median of 20 runs after 5 warm-ups, L2 flushed before each run");
+  CHECK(gpu100::timing_line(3, 0, false) ==
+        "timing: median of 3 runs after 0 warm-ups, L2 not flushed");
+}

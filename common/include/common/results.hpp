@@ -84,6 +84,12 @@ class ResultTable {
   std::vector<ResultRow> rows_;
 };
 
+// The lines every binary prints above its table. timing_line: "timing: median of 20 runs after 5
+// warm-ups, L2 flushed before each run". measure_and_report_ceiling measures the copy ceiling now,
+// prints "copy ceiling: ... GB/s (...)" and the timing line, and returns the ceiling in GB/s.
+std::string timing_line(int iters, int warmup, bool flush_l2);
+double measure_and_report_ceiling(int iters, int warmup, bool flush_l2);
+
 // "n=2^28" for a power of two, "n=1000003" otherwise: the shape column of 1D problems.
 std::string size_label(int64_t n);
 
