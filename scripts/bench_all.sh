@@ -52,4 +52,6 @@ for entry in "${runs[@]}"; do
   fi
 done
 echo "bench_all: results in $out"
+echo
+python3 scripts/summary.py "$out" || status=1
 exit $status

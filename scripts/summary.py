@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""One-screen summary of a results folder: per day, the best kernel and how close it is to the
+ceiling or to the library, and whether every verified row passed.
+
+  scripts/summary.py [results/h100]
+
+For memory-bound days the figure is the best own kernel's % of the copy ceiling (library rows
+excluded); for GEMM and scan it is also the best ratio to each library row. Only the Python 3
+standard library is used.
+"""
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def summarize(path):
+    data = json.loads(path.read_text())
+    cases = [c for c in data["cases"] if c.get("ms") is not None or c.get("tflops") is not None]
+    checked = [c for c in data["cases"] if c.get("ok") is not None]
+    failed = [c["variant"] for c in checked if not c["ok"]]
+    libraries = {c["library"] for c in data["cases"] if c.get("library")}
+    gpu_rows = [c for c in cases if not c["variant"].startswith(("cpu", "h2d", "d2h", "fp32_fma"))
+                and c["variant"] not in libraries]
+    parts = []
+    best_pct = max((c for c in gpu_rows if c.get("pct_of_ceiling") is not None and c.get("gbps")),
+                   key=lambda c: c["pct_of_ceiling"], default=None)
+    if best_pct is not None:
+        parts.append(f"{best_pct['variant']} ({best_pct['precision']}) {best_pct['pct_of_ceiling']:.1f}% of the copy ceiling")
+    best_ratio = {}
+    for c in gpu_rows:
+        r = c.get("ratio_vs_library")
+        if r is None or c.get("ok") is False:
+            continue
+        key = c["library"]
+        if key not in best_ratio or r > best_ratio[key]["ratio_vs_library"]:
+            best_ratio[key] = c
+    if data["day"].startswith(("day04", "day06")):  # judged against their libraries
+        for _, c in sorted(best_ratio.items()):
+            parts.append(f"{c['variant']} ({c['precision']}) {c['ratio_vs_library']:.2f}x {c['library']}")
+    verdict = "PASS" if not failed else "FAIL (" + ", ".join(failed) + ")"
+    return data["day"], data["git"], "; ".join(parts) or "-", f"{len(checked) - len(failed)}/{len(checked)} {verdict}"
+
+
+def main():
+    folder = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "h100"
+    files = sorted(p for p in folder.glob("*.json") if not p.stem.endswith("_sweep"))
+    if not files:
+        print(f"no results in {folder}", file=sys.stderr)
+        return 1
+    rows = [summarize(p) for p in files]
+    first = json.loads(files[0].read_text())
+    print(f"{first['gpu']} ({first['cuda']}), {folder}")
+    w = max(len(r[0]) for r in rows)
+    for day, git, best, verdict in rows:
+        print(f"  {day:<{w}}  {verdict:<14}  {best}  [{git}]")
+    return 0 if all(r[3].split()[1] == "PASS" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
