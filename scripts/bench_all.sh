@@ -18,18 +18,16 @@ mkdir -p "$out"
 # The commit the results come from, recorded in every JSON file.
 export GPU100_GIT=${GPU100_GIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 
-# Each entry: <json name> <binary, relative to the build dir> [arguments...]
-runs=(
-  "day01_rope day01_rope/day01_rope"
-  "day01_rope_half_split day01_rope/day01_rope --half-split"
-  "day02_vector_add day02_vector_add/day02_vector_add"
-  "day02_vector_add_sweep day02_vector_add/day02_vector_add --sweep"
-  "day03_vector_add_variants day03_vector_add_variants/day03_vector_add_variants"
-  "day03_vector_add_variants_sweep day03_vector_add_variants/day03_vector_add_variants --sweep"
-  "day04_matmul day04_matmul/day04_matmul"
-  "day06_scan day06_scan/day06_scan"
-  "day06_scan_sweep day06_scan/day06_scan --sweep"
-)
+# Each day lists its runs in <day folder>/bench.list, one per line: <json name> [arguments...]
+# (the binary is <day folder>/<day folder>; blank lines and # comments are ignored).
+runs=()
+for list in */bench.list; do
+  day=$(dirname "$list")
+  while read -r name args; do
+    case "$name" in "" | "#"*) continue ;; esac
+    runs+=("$name $day/$day $args")
+  done <"$list"
+done
 # Only some days: BENCH_ONLY="day01 day04" scripts/bench_all.sh
 
 status=0
