@@ -14,10 +14,10 @@
 
 namespace {
 
-// 1; around a warp; around the tiles of every variant (256, 512, 1024, 2048, 4096 elements);
-// many tiles + 7; 2^24 + 3 (4097 v6 tiles, three levels of v4's tile sums at 2048).
+// 1; around a warp; around the tiles of every variant (256, 512, 1024, 2048, 4096, 8192
+// elements); many tiles + 7; 2^24 + 3 (2049 v6 tiles, three levels of v4's tile sums at 2048).
 const std::vector<int64_t> kSizes = {1,    31,   32,   33,   255,  257,  511,    513,
-                                     1023, 1025, 2047, 2049, 4095, 4097, 409607, (1 << 24) + 3};
+                                     1023, 1025, 2047, 2049, 4095, 4097, 8191, 8193, 409607, (1 << 24) + 3};
 
 void sync_check() {
   CUDA_CHECK(cudaPeekAtLastError());
@@ -139,7 +139,7 @@ TEST_CASE("v6 is correct when many tiles wait on their predecessors", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day06::ScanVariant* v = day06::find_scan_variant("v6_decoupled_lookback");
   REQUIRE(v != nullptr);
-  // 2^26 + 5 elements: 16385 tiles of 4096, far more than fit on the GPU at once, so most
+  // 2^26 + 5 elements: 8193 tiles of 8192, far more than fit on the GPU at once, so most
   // look-backs find aggregates and walk several windows back.
   for (int64_t n : gpu100::test_sizes({(int64_t(1) << 26) + 5})) {
     const std::vector<int32_t> xi = input<int32_t>(n, 6001);
