@@ -10,7 +10,8 @@
 // Tiles: 128 x 128 x 32 per block, 8 warps of 64 x 32, i.e. 4 x 4 mma tiles of 16 x 8 per warp.
 // Fast path: K % 8 == 0, N % 8 == 0 and 16-byte aligned A and B (16-byte cp.async chunks);
 // otherwise the same kernel fills the slabs with ordinary predicated loads.
-// (The ldmatrix / mma.sync fragment layouts are those of the PTX ISA guide, section 9.7.14.)
+// (The ldmatrix / mma.sync fragment layouts are those of the PTX ISA guide, section 9.7.14; the
+// PTX wrappers are in mma.cuh, shared with day05's attention kernels.)
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "gemm.hpp"
+#include "mma.cuh"
 
 namespace day04 {
 
@@ -29,43 +31,12 @@ constexpr int kLdb = kBN + 8;  // bf16 per B row: 272 bytes
 constexpr int kAStage = kBM * kLda, kBStage = kBK * kLdb;
 constexpr size_t kSmemBytes = sizeof(__nv_bfloat16) * kStages * (kAStage + kBStage);
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte asynchronous copy; src_bytes = 0 writes zeros (the predicated-off case).
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-// d += a * b for one 16 x 8 x 16 tile (bf16 inputs, fp32 accumulators).
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4],
-                                               const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using mma::cp_async_16;
+using mma::cp_async_commit;
+using mma::cp_async_wait;
+using mma::ldmatrix_x4;
+using mma::ldmatrix_x4_trans;
+using mma::mma_bf16_16816;
 
 // The epilogue of both v10 kernels: C = alpha * acc + beta * C for the warp's 64 x 32 tile at
 // (row0, col0). Lane holds rows lane / 4 and lane / 4 + 8, columns (lane % 4) * 2 + {0, 1}, of each
@@ -235,20 +206,8 @@ constexpr int kBK = 32, kLda = kBK + 4, kLdb = kBN + 8;
 constexpr int kAStage = kBM * kLda, kBStage = kBK * kLdb;
 constexpr size_t kSmemBytes = sizeof(float) * kStages * (kAStage + kBStage);
 
-__device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
-  uint32_t out;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(bits)));
-  return out;
-}
-
-__device__ __forceinline__ void mma_tf32_1688(float (&d)[4], const uint32_t (&a)[4],
-                                              const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using mma::mma_tf32_1688;
+using mma::to_tf32;
 
 template <bool kAsync>
 __device__ __forceinline__ void load_stage(float* as, float* bs, const float* a, const float* b,

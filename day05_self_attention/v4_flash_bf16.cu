@@ -1,0 +1,360 @@
+// v4_flash_bf16: FlashAttention-2 on the tensor cores (Dao 2023), with day04's mma.sync / ldmatrix
+// / cp.async wrappers (day04_matmul/mma.cuh).
+// What changed from v3: both products run on mma.sync.m16n8k16 (bf16 in, fp32 accumulate), about
+// 16x the CUDA cores' fp32 FMA rate, and the data movement is shaped for it:
+//  - each warp owns 16 query rows per m-tile; its Q fragments are loaded once with ldmatrix and
+//    stay in registers for the whole K/V loop;
+//  - S = Q K^T lands in mma accumulators whose layout (row g / g + 8, columns 2t, 2t + 1 of each
+//    8-key n-tile) is exactly the A-operand layout of the next mma, so P is converted to bf16 in
+//    registers and multiplies V with no shared-memory round trip;
+//  - K and V tiles are double-buffered with 16-byte cp.async: tile t + 1 is in flight while tile
+//    t is computed, with one __syncthreads per tile; V is read with ldmatrix.trans;
+//  - the softmax runs in the log2 domain (scale * log2 e folded into one FFMA, ex2.approx), row
+//    statistics in fp32; a lane keeps partial row sums and reduces them once at the end;
+//  - shared rows are padded by 16 bytes so the 8 row addresses of each ldmatrix phase hit 8
+//    different bank quads.
+// The costs: a block needs 100 KB of shared memory and ~160 registers per thread at D = 128 (one
+// block of 8 warps per SM), and every warp re-reads the whole K/V tile from shared memory.
+// Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16 (as FlashAttention).
+// Causal: tiles past the block's last query are never loaded, and a warp skips the mma work of a
+// tile wholly above its own rows.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "attention.hpp"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "mma.cuh"
+
+namespace day05 {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using day04::mma::cp_async_16;
+using day04::mma::cp_async_commit;
+using day04::mma::cp_async_wait;
+using day04::mma::ldmatrix_x4;
+using day04::mma::ldmatrix_x4_trans;
+using day04::mma::mma_bf16_16816;
+
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// The tiling of one instantiation. kD: head dimension; kBKV: keys per K/V tile; kWarps warps per
+// block, each with kMTiles m-tiles of 16 query rows; kMinBlocks: the __launch_bounds__ occupancy.
+template <int kD_, int kBKV_, int kWarps_, int kMTiles_, int kMinBlocks_>
+struct V4Config {
+  static constexpr int kD = kD_, kBKV = kBKV_, kWarps = kWarps_, kMTiles = kMTiles_;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpRows = 16 * kMTiles;
+  static constexpr int kBQ = kWarpRows * kWarps;  // queries per block
+  static constexpr int kLd = kD + 8;              // bf16 per shared row: 16-byte pad
+  static constexpr int kQElems = kBQ * kLd, kKVElems = kBKV * kLd;
+  // Q, then 2 stages of K, then 2 stages of V.
+  static constexpr size_t kSmemBytes = sizeof(bf16) * (kQElems + 4 * kKVElems);
+  static_assert(kD % 16 == 0 && kBKV % 16 == 0, "mma tiles are 16 deep");
+  static_assert((kBQ * kD / 8) % kThreads == 0 && (kBKV * kD / 8) % kThreads == 0,
+                "tiles must split evenly into 16-byte chunks per thread");
+};
+
+// D = 128: 8 warps x 16 rows. Q (32 registers), O (64) and S (32) fit in ~160 registers without
+// spilling; 32 rows per warp (FlashAttention-2's 4 warps x 2 m-tiles) would need ~250.
+using ConfigD128 = V4Config<128, 64, 8, 1, 1>;
+// D = 64: 4 warps x 2 m-tiles: each K/V fragment read from shared memory feeds two mma (half the
+// shared-memory traffic per FLOP of 8 x 1), in ~170 registers: two blocks per SM.
+using ConfigD64 = V4Config<64, 64, 4, 2, 2>;
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));  // exp2(-inf) = +0
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low 16 bits) = lo
+  uint32_t r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+}
+
+// Starts the copy of rows [row0, row0 + kRows) of a head's [S][kD] matrix into smem [kRows][kLd]:
+// 16-byte chunks, kD / 8 per row, consecutive threads on consecutive chunks (coalesced). Rows
+// past S are zero-filled (never read from global).
+template <class C, int kRows>
+__device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* __restrict__ src, int row0,
+                                                int s, int tid) {
+  constexpr int kPerRow = C::kD / 8, kChunks = kRows * kPerRow;
+#pragma unroll
+  for (int c = tid; c < kChunks; c += C::kThreads) {
+    const int r = c / kPerRow, col = (c % kPerRow) * 8;
+    const bool valid = row0 + r < s;
+    cp_async_16(dst + r * C::kLd + col, valid ? src + size_t(row0 + r) * C::kD + col : src, valid);
+  }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
+    flash_v4_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
+                    const bf16* __restrict__ v, bf16* __restrict__ o, float* __restrict__ lse,
+                    int s, bool causal, float scale_log2, int num_q_blocks) {
+  constexpr int kD = C::kD, kBKV = C::kBKV, kMT = C::kMTiles, kLd = C::kLd;
+  constexpr int kNT = kBKV / 8;  // 8-key n-tiles of S
+  constexpr int kDT = kD / 8;    // 8-column n-tiles of O
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kBQ][kLd]
+  bf16* sk = sq + C::kQElems;                    // 2 x [kBKV][kLd]
+  bf16* sv = sk + 2 * C::kKVElems;               // 2 x [kBKV][kLd]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t4 = lane % 4;  // mma fragment coordinates: row group, column pair
+  // Blocks of one head are consecutive (K and V shared in L2); query tiles last to first, so the
+  // longest causal blocks start first.
+  const int64_t bh = blockIdx.x / num_q_blocks;
+  const int q0 = (num_q_blocks - 1 - static_cast<int>(blockIdx.x % num_q_blocks)) * C::kBQ;
+  const size_t base = size_t(bh) * s * kD;
+  const bf16* qg = q + base;
+  const bf16* kg = k + base;
+  const bf16* vg = v + base;
+  const int wrow0 = warp * C::kWarpRows;  // the warp's first row within the block
+  const int warp_first = q0 + wrow0, warp_last = warp_first + C::kWarpRows - 1;
+  const bool warp_active = warp_first < s;  // warps wholly past S only join the barriers
+
+  const int kv_end = causal ? min(s, q0 + C::kBQ) : s;
+  const int num_tiles = gpu100::ceil_div(kv_end, kBKV);
+
+  // Prologue: one commit group with Q and tile 0's K and V.
+  load_tile_async<C, C::kBQ>(sq, qg, q0, s, tid);
+  load_tile_async<C, kBKV>(sk, kg, 0, s, tid);
+  load_tile_async<C, kBKV>(sv, vg, 0, s, tid);
+  cp_async_commit();
+
+  uint32_t qf[kMT][kD / 16][4];        // Q A-fragments, whole K/V loop
+  float oacc[kMT][kDT][4];             // O accumulators: rows g, g + 8; columns 8 j + 2 t4 + {0, 1}
+  float m_run[kMT][2], l_run[kMT][2];  // per row (h = 0: row g, h = 1: row g + 8); l partial
+#pragma unroll
+  for (int i = 0; i < kMT; ++i) {
+#pragma unroll
+    for (int j = 0; j < kDT; ++j)
+      oacc[i][j][0] = oacc[i][j][1] = oacc[i][j][2] = oacc[i][j][3] = 0.f;
+    m_run[i][0] = m_run[i][1] = -INFINITY;
+    l_run[i][0] = l_run[i][1] = 0.f;
+  }
+
+  cp_async_wait<0>();  // this thread's copies of Q and tile 0 have landed...
+  __syncthreads();     // ...and everyone's
+  // Q fragments of the warp's own rows. Lanes 0-15 address rows 0-15 at column 16 kk, lanes 16-31
+  // the same rows at 16 kk + 8: the four 8 x 8 matrices are a0 (rows 0-7, k 0-7), a1 (rows 8-15,
+  // k 0-7), a2 (rows 0-7, k 8-15), a3 (rows 8-15, k 8-15).
+#pragma unroll
+  for (int i = 0; i < kMT; ++i)
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+      ldmatrix_x4(qf[i][kk], sq + (wrow0 + 16 * i + lane % 16) * kLd + 16 * kk + (lane / 16) * 8);
+
+  for (int t = 0; t < num_tiles; ++t) {
+    if (t > 0) {
+      cp_async_wait<0>();  // this thread's copies of tile t have landed...
+      __syncthreads();     // ...everyone's; and every warp is done with tile t - 1's stage
+    }
+    if (t + 1 < num_tiles) {  // tile t + 1 into the other stage, in flight during this tile
+      const int st = (t + 1) & 1;
+      load_tile_async<C, kBKV>(sk + st * C::kKVElems, kg, (t + 1) * kBKV, s, tid);
+      load_tile_async<C, kBKV>(sv + st * C::kKVElems, vg, (t + 1) * kBKV, s, tid);
+      cp_async_commit();
+    }
+    const int kv0 = t * kBKV;
+    if (!warp_active || (causal && kv0 > warp_last)) continue;  // nothing unmasked for this warp
+    const bf16* skt = sk + (t & 1) * C::kKVElems;
+    const bf16* svt = sv + (t & 1) * C::kKVElems;
+
+    // ---- S = Q K^T: kMT x kNT accumulators of 16 x 8 ----
+    float sacc[kMT][kNT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+        sacc[i][j][0] = sacc[i][j][1] = sacc[i][j][2] = sacc[i][j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+#pragma unroll
+      for (int jp = 0; jp < kBKV / 16; ++jp) {
+        // B = K^T is "col" (n-major) = K's rows as stored: no transpose. Matrix q = lane / 8:
+        // keys 16 jp + (q / 2) * 8 + 0..7, columns 16 kk + (q % 2) * 8 + 0..7, so registers 0-1
+        // are n-tile 2 jp (k 0-7, 8-15) and registers 2-3 n-tile 2 jp + 1.
+        uint32_t kb[4];
+        ldmatrix_x4(kb, skt + (16 * jp + (lane / 16) * 8 + lane % 8) * kLd + 16 * kk +
+                            ((lane / 8) % 2) * 8);
+        const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+#pragma unroll
+        for (int i = 0; i < kMT; ++i) {
+          mma_bf16_16816(sacc[i][2 * jp], qf[i][kk], b0);
+          mma_bf16_16816(sacc[i][2 * jp + 1], qf[i][kk], b1);
+        }
+      }
+    }
+
+    // ---- mask, online softmax; P overwrites S in the accumulators ----
+    // sacc[i][j][2 h + e]: row wrow0 + 16 i + g + 8 h, key kv0 + 8 j + 2 t4 + e.
+    const bool need_mask = kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first);
+#pragma unroll
+    for (int i = 0; i < kMT; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_first + 16 * i + g + 8 * h;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = sacc[i][j][2 * h + e];
+            if (need_mask) {
+              const int key = kv0 + 8 * j + 2 * t4 + e;
+              if (key >= s || (causal && key > row)) x = -INFINITY;
+            }
+            mx = fmaxf(mx, x);
+          }
+        // The row's 8-key n-tiles are spread over the 4 lanes of a quad.
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[i][h], mx);  // raw score units (scale > 0 commutes)
+        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+        const float alpha = fast_exp2(m_run[i][h] * scale_log2 - m_scaled);  // 0 at first
+        m_run[i][h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = sacc[i][j][2 * h + e];
+            x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
+            sum += x;
+          }
+        l_run[i][h] = l_run[i][h] * alpha + sum;
+        // Rescale O every tile (alpha = 1 when the max did not move); measured-free choice:
+        // kDT x 2 FMULs per row per tile against a warp-divergent branch.
+#pragma unroll
+        for (int j = 0; j < kDT; ++j) {
+          oacc[i][j][2 * h] *= alpha;
+          oacc[i][j][2 * h + 1] *= alpha;
+        }
+      }
+    }
+
+    // ---- O += P V ----
+#pragma unroll
+    for (int kk = 0; kk < kBKV / 16; ++kk) {
+      // A fragment of P for keys 16 kk .. 16 kk + 15 from the S accumulators of n-tiles 2 kk and
+      // 2 kk + 1: a0 = (row g, keys 2 t4, +1), a1 = (row g + 8, same keys), a2 / a3 = the same
+      // with keys + 8.
+      uint32_t pa[kMT][4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        pa[i][0] = pack_bf16(sacc[i][2 * kk][0], sacc[i][2 * kk][1]);
+        pa[i][1] = pack_bf16(sacc[i][2 * kk][2], sacc[i][2 * kk][3]);
+        pa[i][2] = pack_bf16(sacc[i][2 * kk + 1][0], sacc[i][2 * kk + 1][1]);
+        pa[i][3] = pack_bf16(sacc[i][2 * kk + 1][2], sacc[i][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int jp = 0; jp < kD / 16; ++jp) {
+        // B = V (keys x columns) is stored k-major: ldmatrix.trans. Matrix q = lane / 8: keys
+        // 16 kk + (q % 2) * 8 + 0..7, columns 16 jp + (q / 2) * 8 + 0..7; registers 0-1 are
+        // n-tile 2 jp (keys 0-7, 8-15), registers 2-3 n-tile 2 jp + 1.
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, svt + (16 * kk + ((lane / 8) % 2) * 8 + lane % 8) * kLd + 16 * jp +
+                                  (lane / 16) * 8);
+        const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+#pragma unroll
+        for (int i = 0; i < kMT; ++i) {
+          mma_bf16_16816(oacc[i][2 * jp], pa[i], b0);
+          mma_bf16_16816(oacc[i][2 * jp + 1], pa[i], b1);
+        }
+      }
+    }
+  }
+
+  // ---- epilogue: O / l in bf16, staged through the warp's own Q rows, 16-byte stores ----
+  // (Each warp read only its own Q rows, before the loop, so no other warp touches them now; the
+  // 4-byte stores of a quad's 8 rows fall in 32 distinct banks: row stride kLd / 2 = 4 (mod 32).)
+#pragma unroll
+  for (int i = 0; i < kMT; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = l_run[i][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int r = wrow0 + 16 * i + g + 8 * h;
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        *reinterpret_cast<uint32_t*>(sq + r * kLd + 8 * j + 2 * t4) =
+            pack_bf16(oacc[i][j][2 * h] * inv, oacc[i][j][2 * h + 1] * inv);
+      }
+      const int row = q0 + r;
+      if (t4 == 0 && row < s && lse != nullptr) {
+        lse[size_t(bh) * s + row] = (m_run[i][h] * scale_log2 + log2f(l)) * kLn2;
+      }
+    }
+  }
+  __syncwarp();
+  constexpr int kPerRow = kD / 8;
+#pragma unroll
+  for (int c = lane; c < C::kWarpRows * kPerRow; c += 32) {
+    const int r = c / kPerRow, col = (c % kPerRow) * 8;
+    const int row = warp_first + r;
+    if (row < s) {
+      *reinterpret_cast<uint4*>(o + base + size_t(row) * kD + col) =
+          *reinterpret_cast<const uint4*>(sq + (wrow0 + r) * kLd + col);
+    }
+  }
+}
+
+template <class C>
+void launch_v4(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
+               float* lse, cudaStream_t stream) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(flash_v4_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(C::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const int num_q_blocks = gpu100::ceil_div(s.s, C::kBQ);
+  const int64_t blocks = s.heads() * num_q_blocks;
+  if (blocks > int64_t(0x7fffffff)) throw std::invalid_argument("v4_flash_bf16: grid too large");
+  flash_v4_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+      q, k, v, o, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks);
+  CUDA_CHECK_LAST();
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                             bf16* o, void* workspace, size_t workspace_bytes,
+                             cudaStream_t stream) {
+  check_shape(s);
+  if (const std::string why = v4_refusal(s); !why.empty()) throw std::invalid_argument(why);
+  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) {
+    throw std::invalid_argument("v4_flash_bf16: null pointer");
+  }
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) {
+    throw std::invalid_argument("v4_flash_bf16: Q, K, V and O must be 16-byte aligned");
+  }
+  if (workspace == nullptr || workspace_bytes < flash_workspace_bytes(s)) {
+    throw std::invalid_argument("v4_flash_bf16: the workspace must hold the B H S log-sum-exp");
+  }
+  float* lse = static_cast<float*>(workspace);
+  if (s.d == 64) {
+    launch_v4<ConfigD64>(s, q, k, v, o, lse, stream);
+  } else {
+    launch_v4<ConfigD128>(s, q, k, v, o, lse, stream);
+  }
+}
+
+}  // namespace day05

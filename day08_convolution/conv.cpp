@@ -1,0 +1,208 @@
+// day08: shapes, argument checks, the registries and the call-by-name API (conv2d_forward).
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <mutex>
+#include <stdexcept>
+
+#include "common/cuda_check.hpp"
+#include "conv_day.hpp"
+
+namespace day08 {
+
+namespace {
+int64_t out_extent(int64_t in, int64_t pad, int64_t dilation, int64_t taps, int64_t stride) {
+  const int64_t span = dilation * (taps - 1) + 1;
+  if (in + 2 * pad < span) return 0;
+  return (in + 2 * pad - span) / stride + 1;
+}
+}  // namespace
+
+int ConvShape::p() const {
+  return static_cast<int>(out_extent(h, pad, dilation, r, stride));
+}
+int ConvShape::q() const {
+  return static_cast<int>(out_extent(w, pad, dilation, s, stride));
+}
+
+void check_conv_args(const ConvShape& s) {
+  const auto positive = [](int v, const char* what) {
+    if (v < 1) throw std::invalid_argument(fmt::format("conv2d: {} = {} must be >= 1", what, v));
+  };
+  positive(s.n, "n");
+  positive(s.c, "c");
+  positive(s.h, "h");
+  positive(s.w, "w");
+  positive(s.k, "k");
+  positive(s.r, "r");
+  positive(s.s, "s");
+  positive(s.stride, "stride");
+  positive(s.dilation, "dilation");
+  if (s.pad < 0) throw std::invalid_argument(fmt::format("conv2d: pad = {} must be >= 0", s.pad));
+  if (int64_t(s.pad) > (int64_t(1) << 20) || int64_t(s.dilation) * s.r > (int64_t(1) << 24) ||
+      int64_t(s.dilation) * s.s > (int64_t(1) << 24)) {
+    throw std::invalid_argument("conv2d: pad or dilated filter extent too large");
+  }
+  const int64_t p = out_extent(s.h, s.pad, s.dilation, s.r, s.stride);
+  const int64_t q = out_extent(s.w, s.pad, s.dilation, s.s, s.stride);
+  if (p < 1 || q < 1) {
+    throw std::invalid_argument(fmt::format(
+        "conv2d: empty output ({} x {}): the dilated {}x{} filter does not fit the padded {}x{} "
+        "input",
+        p, q, s.r, s.s, s.h + 2 * s.pad, s.w + 2 * s.pad));
+  }
+  const int64_t x_elems = int64_t(s.n) * s.c * s.h * s.w;
+  const int64_t w_elems = int64_t(s.k) * s.c * s.r * s.s;
+  const int64_t y_elems = int64_t(s.n) * s.k * p * q;
+  const int64_t padded = (int64_t(s.h) + 2 * s.pad) * (int64_t(s.w) + 2 * s.pad);
+  if (x_elems > INT_MAX || w_elems > INT_MAX || y_elems > INT_MAX || padded > INT_MAX) {
+    throw std::invalid_argument(
+        fmt::format("conv2d: {} elements overflow the int32 indices of the kernels (max {})",
+                    std::max({x_elems, w_elems, y_elems, padded}), INT_MAX));
+  }
+}
+
+double conv2d_flops(const ConvShape& s) {
+  return 2.0 * s.n * s.k * double(s.p()) * s.q() * s.c * s.r * s.s;
+}
+double conv2d_bytes(const ConvShape& s, bool bias) {
+  return 4.0 * (double(s.n) * s.c * s.h * s.w + double(s.k) * s.c * s.r * s.s + (bias ? s.k : 0) +
+                double(s.n) * s.k * s.p() * s.q());
+}
+std::string to_string(const ConvShape& s) {
+  std::string out = fmt::format("N={} C={} {}x{} K={} {}x{}", s.n, s.c, s.h, s.w, s.k, s.r, s.s);
+  if (s.stride != 1) out += fmt::format(" stride {}", s.stride);
+  out += fmt::format(" pad {}", s.pad);
+  if (s.dilation != 1) out += fmt::format(" dil {}", s.dilation);
+  return out;
+}
+
+const char* to_string(ConvPrecision p) {
+  switch (p) {
+    case ConvPrecision::kFp32:
+      return "fp32";
+    case ConvPrecision::kTf32:
+      return "tf32";
+    case ConvPrecision::kBf16:
+    default:
+      return "bf16";
+  }
+}
+
+void check_conv1d_args(int64_t n, int mask_width) {
+  if (n < 1 || n > kMaxN1d) {
+    throw std::invalid_argument(fmt::format("conv1d: n = {} must be in [1, 2^30]", n));
+  }
+  if (mask_width < 1 || mask_width % 2 == 0 || mask_width > kMaxMask1d) {
+    throw std::invalid_argument(
+        fmt::format("conv1d: mask width {} must be odd, in [1, {}]", mask_width, kMaxMask1d));
+  }
+}
+
+void check_filter2d_args(int h, int w, int mask_width) {
+  if (h < 1 || w < 1) {
+    throw std::invalid_argument(
+        fmt::format("filter2d: image {} x {} must be at least 1 x 1", h, w));
+  }
+  if (int64_t(h) * w > INT_MAX) {
+    throw std::invalid_argument(fmt::format("filter2d: {} x {} overflows int32 indices", h, w));
+  }
+  if (mask_width < 1 || mask_width % 2 == 0 || mask_width > kMaxFilter2d) {
+    throw std::invalid_argument(
+        fmt::format("filter2d: mask width {} must be 1, 3, 5 or 7", mask_width));
+  }
+}
+
+const std::vector<Conv1dVariant>& conv1d_variants() {
+  static const std::vector<Conv1dVariant> v = {
+      {"c1_naive", "one thread per output, mask read from global memory", conv1d_v1_naive},
+      {"c2_constant_mask", "the mask in constant memory (broadcast to the warp)",
+       conv1d_v2_constant_mask},
+      {"c3_smem_halo", "1024-output tile + halo staged in shared memory, 4 outputs per thread",
+       conv1d_v3_smem_halo},
+  };
+  return v;
+}
+
+const std::vector<Filter2dVariant>& filter2d_variants() {
+  static const std::vector<Filter2dVariant> v = {
+      {"f1_naive", "one thread per output, mask read from global memory", filter2d_f1_naive},
+      {"f2_constant_mask", "the mask in constant memory", filter2d_f2_constant_mask},
+      {"f3_in_tile", "PMPP IN_TILE: 32 x 32 blocks load the input tile, inner threads compute",
+       filter2d_f3_in_tile},
+      {"f4_cached_halo", "PMPP cached halo: tile in shared memory, halo read through L1",
+       filter2d_f4_cached_halo},
+      {"f5_register_tiled",
+       "4 x 8 outputs per thread, float4 loads and stores, tile + halo in shared memory",
+       filter2d_f5_register_tiled},
+  };
+  return v;
+}
+
+const std::vector<Conv2dVariant>& conv2d_variants() {
+  using P = ConvPrecision;
+  static const std::vector<Conv2dVariant> v = {
+      {"v1_direct", "one thread per output, loops over c, r, s", P::kFp32, conv2d_v1_direct, false,
+       "cudnn_fp32"},
+      {"v2_smem_tiled", "16x16 output tile x 8 filters: input halo tile and weights in shared",
+       P::kFp32, conv2d_v2_smem_tiled, false, "cudnn_fp32"},
+      {"v3_im2col_gemm", "im2col into a scratch matrix, then day04's v7_warptile SGEMM", P::kFp32,
+       conv2d_v3_im2col_gemm, false, "cudnn_fp32"},
+      {"v4_implicit_gemm",
+       "implicit GEMM 128x64x16, 3-stage cp.async gather, day04 WarpTile, 8x8 per thread", P::kFp32,
+       conv2d_v4_implicit_gemm, false, "cudnn_fp32"},
+      {"v5_implicit_gemm_tf32",
+       "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
+       conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32"},
+      {"cudnn_fp32", "library: cuDNN forward, FMA math, algorithm from Find", P::kFp32,
+       conv2d_cudnn_fp32, true, ""},
+      {"cudnn_tf32", "library: cuDNN forward, tensor-op math (TF32), algorithm from Find", P::kTf32,
+       conv2d_cudnn_tf32, true, ""},
+  };
+  return v;
+}
+
+const Conv2dVariant* find_conv2d_variant(const std::string& name) {
+  const std::string key = name == "best_fp32" ? std::string(kBestFp32) : name;
+  for (const auto& v : conv2d_variants()) {
+    if (key == v.name) return &v;
+  }
+  return nullptr;
+}
+
+void conv2d_forward(const std::string& variant, const ConvShape& s, const float* x, const float* w,
+                    const float* bias, float* y, cudaStream_t stream) {
+  const Conv2dVariant* v = find_conv2d_variant(variant);
+  if (v == nullptr) {
+    throw std::invalid_argument("conv2d_forward: unknown variant '" + variant + "'");
+  }
+  v->launch(s, x, w, bias, y, stream);
+}
+
+std::vector<std::string> conv2d_variant_names() {
+  std::vector<std::string> names;
+  for (const auto& v : conv2d_variants()) {
+    if (!v.is_library || have_cudnn()) names.emplace_back(v.name);
+  }
+  names.emplace_back("best_fp32");
+  return names;
+}
+
+void* conv_scratch(size_t bytes) {
+  static std::mutex mutex;
+  static void* ptr = nullptr;
+  static size_t capacity = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bytes > capacity) {
+    if (ptr != nullptr) CUDA_CHECK(cudaFree(ptr));  // cudaFree waits for the kernels using it
+    ptr = nullptr;
+    capacity = 0;
+    CUDA_CHECK(cudaMalloc(&ptr, bytes));
+    capacity = bytes;
+  }
+  return ptr;
+}
+
+}  // namespace day08

@@ -1,0 +1,36 @@
+#pragma once
+// day08::conv: the host API of day 8's Conv2d layer, the contract the capstone links against.
+// (The day's own registry, the 1D/2D filters and the CPU references are in conv_day.hpp.)
+//
+// Layouts: NCHW input [n, c, h, w], KCRS filters [k, c, r, s], optional bias [k], output NKPQ
+// [n, k, p, q]; all fp32, contiguous, on the device. Zero padding; cross-correlation (the filter
+// is not flipped), as in cuDNN's CUDNN_CROSS_CORRELATION and PyTorch's Conv2d.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+namespace day08 {
+
+// NCHW input [n, c, h, w], KCRS filters [k, c, r, s], optional bias [k], output NKPQ [n, k, p, q].
+struct ConvShape {
+  int n = 1, c = 1, h = 1, w = 1;  // input
+  int k = 1, r = 3, s = 3;         // filters
+  int stride = 1, pad = 0, dilation = 1;
+  int p() const;  // (h + 2*pad - dilation*(r-1) - 1) / stride + 1
+  int q() const;  // (w + 2*pad - dilation*(s-1) - 1) / stride + 1
+};
+
+// Throws std::invalid_argument with a clear message for a non-positive size, an empty output,
+// or an index that would overflow int32.
+void check_conv_args(const ConvShape& s);
+
+// Conv2d forward by variant name ("v1_direct", "v2_smem_tiled", "v3_im2col_gemm",
+// "v4_implicit_gemm", "v5_implicit_gemm_tf32", ..., and "best_fp32": the fastest fp32 CUDA-core
+// variant), fp32 in and out, on device pointers, asynchronous on `stream`. bias may be nullptr.
+// Throws std::invalid_argument for an unknown name.
+void conv2d_forward(const std::string& variant, const ConvShape& s, const float* x, const float* w,
+                    const float* bias, float* y, cudaStream_t stream = nullptr);
+std::vector<std::string> conv2d_variant_names();
+
+}  // namespace day08

@@ -1,0 +1,132 @@
+// Conv2d v4: implicit GEMM on CUDA cores, driving day04's WarpTile (tiles.cuh).
+// GEMM_M = N*P*Q output pixels, GEMM_N = K filters, GEMM_K = C*R*S (implicit_gemm.cuh explains
+// the mapping). Block tile 128 pixels x 64 filters x 16 of GEMM_K, 4 warps of 64 x 32, 8 x 8
+// outputs per thread (day04's v7/v8 register tiling). Changed from v3: no im2col matrix; the A
+// tile is gathered straight from x into shared memory with 4-byte cp.async (zero-fill for the
+// padding), 3 stages deep so the gather of slabs t+1 and t+2 overlaps the FMAs of slab t; the
+// weights are read in their KCRS layout (B is column-major: no transform, and the whole tensor
+// is small enough to stay in L2). Costs: 4-byte copies (many load instructions per FMA compared
+// with a plain GEMM's 16-byte ones) and integer address arithmetic per element.
+// (The implicit-GEMM formulation is CUTLASS's; the register tiling is SGEMM_CUDA's / day04's.)
+#include <cstdint>
+
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "conv_day.hpp"
+#include "implicit_gemm.cuh"
+#include "tiles.cuh"
+
+namespace day08 {
+
+namespace {
+
+constexpr int kBM = 128, kBN = 64, kBK = 16, kWM = 64, kWN = 32, kThreads = 128, kStages = 3;
+constexpr int kPitchA = kBM + day04::tiles::kAPad;  // As[kk][m], the layout WarpTile reads
+using Warp = day04::tiles::WarpTile<kBM, kBN, kBK, kWM, kWN>;
+static_assert(Warp::TM == 8 && Warp::TN == 8, "8 x 8 outputs per thread");
+static_assert((kBM / kWM) * (kBN / kWN) * 32 == kThreads, "one warp per warp tile");
+
+// Gather roles. A: warp w loads GEMM_K rows 4w .. 4w+3 of the slab for the block's 128 pixels
+// (4 chunks of 32, lane = pixel): 16 copies per thread. B: thread t loads filter t % 64 at GEMM_K
+// rows t / 64 + 2j, j = 0..7, into Bs[kk][k] (a warp writes 32 consecutive words).
+using Gather = igemm::AGather<kBM / 32, kBK / (kThreads / 32)>;
+
+// kVecOut: P*Q % 4 == 0, so the 4 consecutive pixels a thread owns in a row of its register
+// tile are 4 consecutive words of one output plane: one float4 store.
+template <bool kVecOut>
+__global__ void __launch_bounds__(kThreads)
+    conv2d_implicit_gemm_kernel(igemm::Params g, const float* __restrict__ x,
+                                const float* __restrict__ w, const float* __restrict__ bias,
+                                float* __restrict__ y) {
+  __shared__ __align__(16) float as[kStages][kBK * kPitchA];
+  __shared__ __align__(16) float bs[kStages][kBK * kBN];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int m0 = blockIdx.x * kBM, k0 = blockIdx.y * kBN;
+
+  Gather ga;
+  ga.init(g, m0, warp * (kBK / (kThreads / 32)), lane);
+  const int bn = tid % kBN, bkk = tid / kBN;  // B role
+  const int wrow = k0 + bn < g.s.k ? (k0 + bn) * g.CRS : -1;
+  const int num_slabs = gpu100::ceil_div(g.CRS, kBK);
+
+  auto load_slab = [&](int stage, int slab) {
+    ga.load(x, as[stage], kPitchA, g, lane);
+#pragma unroll
+    for (int j = 0; j < kBK / 2; ++j) {
+      const int kk = bkk + 2 * j, gk = slab * kBK + kk;
+      const bool ok = wrow >= 0 && gk < g.CRS;
+      igemm::cp_async_4(&bs[stage][kk * kBN + bn], ok ? w + wrow + gk : w, ok);
+    }
+  };
+
+  // Prologue: slabs 0 .. kStages - 2 in flight (one commit group each, empty past the end).
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < num_slabs) load_slab(st, st);
+    igemm::cp_async_commit();
+  }
+
+  Warp tile;
+  tile.zero();
+  const int wm0 = (warp % (kBM / kWM)) * kWM, wn0 = (warp / (kBM / kWM)) * kWN;
+  for (int t = 0; t < num_slabs; ++t) {
+    igemm::cp_async_wait<kStages - 2>();  // this thread's copies of slab t have landed
+    __syncthreads();  // ... and everyone's; also, all warps are done with slab t - 1's stage
+    const int next = t + kStages - 1;
+    if (next < num_slabs) load_slab(next % kStages, next);  // overwrites slab t - 1's stage
+    igemm::cp_async_commit();
+    tile.mma(as[t % kStages], bs[t % kStages], wm0, wn0, lane);
+  }
+
+  // Epilogue: lane (lm, ln) of the 8 x 4 lane grid owns pixels wm0 + 32i + 4lm + {0..3} and
+  // filters wn0 + 16j + 4ln + {0..3} (WarpTile's layout). y[n][k][p][q] = acc + bias[k].
+  const int lm = lane / 4, ln = lane % 4;
+#pragma unroll
+  for (int i = 0; i < Warp::kWmIter; ++i) {
+    const int mb = m0 + wm0 + 32 * i + 4 * lm;
+    int yoff[4];
+#pragma unroll
+    for (int rr = 0; rr < 4; ++rr) {
+      const int m = mb + rr;
+      const int n = m / g.PQ;
+      yoff[rr] = m < g.M ? n * g.s.k * g.PQ + (m - n * g.PQ) : -1;
+    }
+#pragma unroll
+    for (int j = 0; j < Warp::kWnIter; ++j)
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+        const int k = k0 + wn0 + 16 * j + 4 * ln + cc;
+        if (k >= g.s.k) continue;
+        const float b = bias != nullptr ? bias[k] : 0.f;
+        const float* v0 = &tile.acc[4 * i][4 * j + cc];
+        if constexpr (kVecOut) {
+          if (yoff[0] >= 0) {  // M % 4 == 0 here, so all four pixels exist
+            *reinterpret_cast<float4*>(y + yoff[0] + size_t(k) * g.PQ) = make_float4(
+                v0[0] + b, v0[Warp::TN] + b, v0[2 * Warp::TN] + b, v0[3 * Warp::TN] + b);
+          }
+        } else {
+#pragma unroll
+          for (int rr = 0; rr < 4; ++rr)
+            if (yoff[rr] >= 0) y[yoff[rr] + size_t(k) * g.PQ] = v0[rr * Warp::TN] + b;
+        }
+      }
+  }
+}
+
+}  // namespace
+
+void conv2d_v4_implicit_gemm(const ConvShape& s, const float* x, const float* w, const float* bias,
+                             float* y, cudaStream_t stream) {
+  check_conv_args(s);
+  const igemm::Params g = igemm::make_params(s, kBK);
+  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN));
+  const bool vec_out = g.PQ % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  if (vec_out) {
+    conv2d_implicit_gemm_kernel<true><<<grid, kThreads, 0, stream>>>(g, x, w, bias, y);
+  } else {
+    conv2d_implicit_gemm_kernel<false><<<grid, kThreads, 0, stream>>>(g, x, w, bias, y);
+  }
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace day08

@@ -1,0 +1,86 @@
+// day08 CPU references, all accumulating in double: 1D convolution, 2D filter (one output row at
+// a time, so the binary can check sampled rows of an 8192 x 8192 image), Conv2d (whole output, or
+// one element for sampled checks of the large layers).
+#include <cmath>
+
+#include "conv_day.hpp"
+
+namespace day08 {
+
+void conv1d_cpu(const float* x, const float* mask, int64_t n, int mask_width, double* y) {
+  const int r = mask_width / 2;
+  for (int64_t i = 0; i < n; ++i) {
+    double acc = 0;
+    for (int j = 0; j < mask_width; ++j) {
+      const int64_t src = i + j - r;
+      if (src >= 0 && src < n) acc += double(x[src]) * double(mask[j]);
+    }
+    y[i] = acc;
+  }
+}
+
+void filter2d_cpu_row(const float* x, int h, int w, const float* mask, int mask_width, int row,
+                      double* y_row) {
+  const int r = mask_width / 2;
+  for (int col = 0; col < w; ++col) {
+    double acc = 0;
+    for (int a = 0; a < mask_width; ++a) {
+      const int iy = row + a - r;
+      if (iy < 0 || iy >= h) continue;
+      for (int b = 0; b < mask_width; ++b) {
+        const int ix = col + b - r;
+        if (ix >= 0 && ix < w) {
+          acc += double(x[size_t(iy) * w + ix]) * double(mask[a * mask_width + b]);
+        }
+      }
+    }
+    y_row[col] = acc;
+  }
+}
+
+double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const float* bias, int n,
+                     int k, int p, int q) {
+  double acc = bias != nullptr ? double(bias[k]) : 0.0;
+  for (int c = 0; c < s.c; ++c) {
+    const float* plane = x + (size_t(n) * s.c + c) * s.h * s.w;
+    const float* filt = w + (size_t(k) * s.c + c) * s.r * s.s;
+    for (int r = 0; r < s.r; ++r) {
+      const int ih = p * s.stride - s.pad + r * s.dilation;
+      if (ih < 0 || ih >= s.h) continue;
+      for (int t = 0; t < s.s; ++t) {
+        const int iw = q * s.stride - s.pad + t * s.dilation;
+        if (iw >= 0 && iw < s.w)
+          acc += double(plane[size_t(ih) * s.w + iw]) * double(filt[r * s.s + t]);
+      }
+    }
+  }
+  return acc;
+}
+
+void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float* bias, double* y) {
+  const int P = s.p(), Q = s.q();
+  size_t i = 0;
+  for (int n = 0; n < s.n; ++n)
+    for (int k = 0; k < s.k; ++k)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) y[i++] = conv2d_cpu_at(s, x, w, bias, n, k, p, q);
+}
+
+Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p) {
+  const double scale = std::sqrt(double(s.c) * s.r * s.s);
+  switch (p) {
+    case ConvPrecision::kFp32:
+      return {2e-6 * scale, 1e-5};
+    case ConvPrecision::kTf32:
+      return {2e-3 * scale, 2e-3};
+    case ConvPrecision::kBf16:
+    default:
+      return {1e-2 * scale, 1e-2};
+  }
+}
+
+Tolerance filter_tolerance(int taps) {
+  return {2e-6 * std::sqrt(double(taps)), 1e-5};
+}
+
+}  // namespace day08

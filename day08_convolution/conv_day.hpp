@@ -1,0 +1,125 @@
+#pragma once
+// day08_convolution: the day's full host API (the capstone's contract is the smaller conv.hpp).
+//
+//  - 1D convolution: y[i] = sum_j x[i + j - r] * mask[j], mask width 2r + 1, zero padding.
+//  - 2D single-channel filter: y[i][j] = sum_{a,b} x[i + a - r][j + b - r] * mask[a][b], any H x W,
+//    odd square masks up to kMaxFilter2d, zero padding.
+//  - Conv2d layer (conv.hpp): NCHW, KCRS filters, bias, stride, padding, dilation.
+// Each has a registry of variants that drives the binary, the tests and the README table.
+// Every launcher takes device pointers, checks its arguments (std::invalid_argument before any
+// CUDA call), checks its launches and does not synchronise.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conv.hpp"
+
+namespace day08 {
+
+// ---- 1D convolution ---------------------------------------------------------------------------
+constexpr int kMaxMask1d = 1025;               // mask width 2r + 1 <= 1025 (the constant buffer)
+constexpr int64_t kMaxN1d = int64_t(1) << 30;  // elements
+void check_conv1d_args(int64_t n, int mask_width);
+using Conv1dFn = void (*)(const float* x, const float* mask, int64_t n, int mask_width, float* y,
+                          cudaStream_t stream);
+void conv1d_v1_naive(const float*, const float*, int64_t, int, float*, cudaStream_t);
+void conv1d_v2_constant_mask(const float*, const float*, int64_t, int, float*, cudaStream_t);
+void conv1d_v3_smem_halo(const float*, const float*, int64_t, int, float*, cudaStream_t);
+struct Conv1dVariant {
+  const char* name;
+  const char* description;
+  Conv1dFn launch;
+};
+const std::vector<Conv1dVariant>& conv1d_variants();
+// CPU reference in double: y[0, n).
+void conv1d_cpu(const float* x, const float* mask, int64_t n, int mask_width, double* y);
+
+// ---- 2D single-channel filter -----------------------------------------------------------------
+constexpr int kMaxFilter2d = 7;  // odd mask widths 1, 3, 5, 7
+void check_filter2d_args(int h, int w, int mask_width);
+using Filter2dFn = void (*)(const float* x, const float* mask, int h, int w, int mask_width,
+                            float* y, cudaStream_t stream);
+void filter2d_f1_naive(const float*, const float*, int, int, int, float*, cudaStream_t);
+void filter2d_f2_constant_mask(const float*, const float*, int, int, int, float*, cudaStream_t);
+void filter2d_f3_in_tile(const float*, const float*, int, int, int, float*, cudaStream_t);
+void filter2d_f4_cached_halo(const float*, const float*, int, int, int, float*, cudaStream_t);
+void filter2d_f5_register_tiled(const float*, const float*, int, int, int, float*, cudaStream_t);
+struct Filter2dVariant {
+  const char* name;
+  const char* description;
+  Filter2dFn launch;
+};
+const std::vector<Filter2dVariant>& filter2d_variants();
+// CPU reference in double of output row `row` (w values).
+void filter2d_cpu_row(const float* x, int h, int w, const float* mask, int mask_width, int row,
+                      double* y_row);
+
+// ---- Conv2d layer -----------------------------------------------------------------------------
+enum class ConvPrecision { kFp32, kTf32, kBf16 };
+const char* to_string(ConvPrecision p);
+
+using Conv2dFn = void (*)(const ConvShape& s, const float* x, const float* w, const float* bias,
+                          float* y, cudaStream_t stream);
+void conv2d_v1_direct(const ConvShape&, const float*, const float*, const float*, float*,
+                      cudaStream_t);
+void conv2d_v2_smem_tiled(const ConvShape&, const float*, const float*, const float*, float*,
+                          cudaStream_t);
+void conv2d_v3_im2col_gemm(const ConvShape&, const float*, const float*, const float*, float*,
+                           cudaStream_t);
+void conv2d_v4_implicit_gemm(const ConvShape&, const float*, const float*, const float*, float*,
+                             cudaStream_t);
+void conv2d_v5_implicit_gemm_tf32(const ConvShape&, const float*, const float*, const float*,
+                                  float*, cudaStream_t);
+// cuDNN (when GPU100_HAVE_CUDNN): cudnnConvolutionForward with the algorithm that
+// cudnnFindConvolutionForwardAlgorithm picks, then cudnnAddTensor for the bias. The first call for
+// a shape finds the algorithm and allocates the workspace (once, kept for later calls); later calls
+// only launch. fp32: CUDNN_FMA_MATH (no tensor cores); tf32: CUDNN_TENSOR_OP_MATH, which lets
+// cuDNN use TF32 for fp32 data. Without cuDNN they throw std::runtime_error.
+bool have_cudnn();
+void conv2d_cudnn_fp32(const ConvShape&, const float*, const float*, const float*, float*,
+                       cudaStream_t);
+void conv2d_cudnn_tf32(const ConvShape&, const float*, const float*, const float*, float*,
+                       cudaStream_t);
+// The algorithm cuDNN chose for this shape and math ("" before the first call).
+std::string cudnn_choice(const ConvShape& s, bool tf32);
+
+struct Conv2dVariant {
+  const char* name;
+  const char* description;
+  ConvPrecision precision;
+  Conv2dFn launch;
+  bool is_library = false;
+  const char* library = "";  // the library row this variant is compared with
+};
+// Every variant, cuDNN included (its rows are skipped without cuDNN).
+const std::vector<Conv2dVariant>& conv2d_variants();
+// nullptr when unknown; "best_fp32" resolves to kBestFp32.
+const Conv2dVariant* find_conv2d_variant(const std::string& name);
+constexpr const char* kBestFp32 = "v4_implicit_gemm";
+
+// FLOPs (2 per multiply-add, bias adds not counted) and compulsory bytes (x, w, bias, y once).
+double conv2d_flops(const ConvShape& s);
+double conv2d_bytes(const ConvShape& s, bool bias);
+std::string to_string(const ConvShape& s);  // "N=64 C=64 56x56 K=64 3x3 s1 p1"
+
+// CPU reference in double: the whole output (n * k * p * q values), and one output element.
+void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float* bias, double* y);
+double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const float* bias, int n,
+                     int k, int p, int q);
+
+// Comparison tolerances: |got - ref| <= abs + rel * |ref|, abs scaled by sqrt(C*R*S) (the typical
+// size of a sum of C*R*S products of values in [-1, 1]).
+struct Tolerance {
+  double abs_tol, rel_tol;
+};
+Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p);
+Tolerance filter_tolerance(int taps);
+
+// The device scratch buffer of v3 (its im2col matrix): grown on demand, kept across calls, one
+// per process (guarded by a mutex). The growth is a cudaMalloc, so the first call for a larger
+// shape is slow; time only later calls.
+void* conv_scratch(size_t bytes);
+
+}  // namespace day08

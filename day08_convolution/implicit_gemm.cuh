@@ -1,0 +1,141 @@
+#pragma once
+// day08 implicit GEMM: the pieces shared by v4 (CUDA cores) and v5 (tensor cores).
+//
+// The convolution as a GEMM without materialising im2col (the CUTLASS "implicit GEMM" view):
+//   GEMM_M = N*P*Q   row m  = output pixel (n, p, q)
+//   GEMM_N = K       col k  = filter
+//   GEMM_K = C*R*S   index g = (c, r, s), the same order as the KCRS weights
+//   A[m][g] = x[n][c][p*stride - pad + r*dil][q*stride - pad + s*dil]  (0 in the padding)
+//   B[g][k] = w[k][c][r][s]   (the weights as stored: B is "column-major", g contiguous per k)
+//   y[n][k][p][q] = sum_g A[m][g] * B[g][k] (+ bias[k])
+// A tile of A is gathered from x by address arithmetic as it is copied into shared memory; no
+// im2col buffer exists. The gather is cp.async (4 bytes, zero-filled where the window hangs over
+// the padding), so the copies of later slabs run while the warps compute on the current one.
+//
+// Address arithmetic is split into a part that depends only on m (computed once per block) and a
+// part that depends only on g (the same for every thread of a warp, advanced incrementally by one
+// slab of BK, without divisions):
+//   x offset = [n*C*H*W + ih0*W + iw0] + [c*H*W + r*dil*W + s*dil]
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "conv.hpp"
+
+namespace day08::igemm {
+
+// 4-byte asynchronous copy global -> shared through L1 (.ca: the 3x3 windows of neighbouring
+// pixels overlap, so L1 hits are likely); valid == false writes a zero and reads nothing (src must
+// still be a valid address).
+__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+// 16-byte asynchronous copy global -> shared (.cg: L2 only), zero-filled when !valid.
+__device__ __forceinline__ void cp_async_16(float* dst, const float* src, bool valid) {
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Everything the kernels need about the shape, computed on the host once per launch.
+struct Params {
+  ConvShape s;
+  int P, Q, PQ, M, CRS, RS, HW;
+  int step_c, step_r, step_s;  // (c, r, s) of g = BK: one slab's advance
+};
+
+inline Params make_params(const ConvShape& s, int bk) {
+  Params g;
+  g.s = s;
+  g.P = s.p();
+  g.Q = s.q();
+  g.PQ = g.P * g.Q;
+  g.M = s.n * g.PQ;
+  g.RS = s.r * s.s;
+  g.CRS = s.c * g.RS;
+  g.HW = s.h * s.w;
+  g.step_c = bk / g.RS;
+  g.step_r = (bk % g.RS) / s.s;
+  g.step_s = (bk % g.RS) % s.s;
+  return g;
+}
+
+// A position g = (c, r, s) along GEMM_K, advanced by a fixed step with carries (s < S and r < R
+// hold before and after; c >= C means g >= C*R*S, past the end).
+struct KPos {
+  int c, r, s;
+  __device__ void init(int gk, const Params& g) {
+    c = gk / g.RS;
+    const int rs = gk - c * g.RS;
+    r = rs / g.s.s;
+    s = rs - r * g.s.s;
+  }
+  __device__ void advance(const Params& g) {
+    s += g.step_s;
+    r += g.step_r;
+    c += g.step_c;
+    if (s >= g.s.s) s -= g.s.s, ++r;
+    if (r >= g.s.r) r -= g.s.r, ++c;
+  }
+};
+
+// The A-tile gatherer. A thread owns kMChunks pixels, m = m0 + 32 i + lane (a warp covers 32
+// consecutive pixels: for stride 1 its 32 loads of one g are consecutive addresses, and its
+// shared-memory stores are 32 consecutive words) and kKRows GEMM_K rows kk0 .. kk0 + kKRows - 1
+// of each slab. The tile is stored k-major: as[kk * pitch + (m - m0)].
+template <int kMChunks, int kKRows>
+struct AGather {
+  int xoff[kMChunks], ih0[kMChunks], iw0[kMChunks];
+  KPos kp[kKRows];
+  int kk0;
+
+  __device__ void init(const Params& g, int m0, int kk_first, int lane) {
+    kk0 = kk_first;
+#pragma unroll
+    for (int i = 0; i < kMChunks; ++i) {
+      const int m = m0 + 32 * i + lane;
+      if (m < g.M) {
+        const int n = m / g.PQ, pq = m - n * g.PQ, p = pq / g.Q, q = pq - p * g.Q;
+        ih0[i] = p * g.s.stride - g.s.pad;
+        iw0[i] = q * g.s.stride - g.s.pad;
+        xoff[i] = n * g.s.c * g.HW + ih0[i] * g.s.w + iw0[i];
+      } else {
+        ih0[i] = INT_MIN / 2;  // every row test fails: the pixel is past the end, load zeros
+        iw0[i] = 0;
+        xoff[i] = 0;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kKRows; ++j) kp[j].init(kk0 + j, g);
+  }
+
+  // Issues this thread's cp.async for the next slab into `as`, then advances to the slab after.
+  __device__ void load(const float* __restrict__ x, float* as, int pitch, const Params& g,
+                       int lane) {
+#pragma unroll
+    for (int j = 0; j < kKRows; ++j) {
+      const int rd = kp[j].r * g.s.dilation, sd = kp[j].s * g.s.dilation;
+      const bool kvalid = kp[j].c < g.s.c;
+      const int koff = kp[j].c * g.HW + rd * g.s.w + sd;
+#pragma unroll
+      for (int i = 0; i < kMChunks; ++i) {
+        const int ih = ih0[i] + rd, iw = iw0[i] + sd;
+        const bool ok = kvalid && unsigned(ih) < unsigned(g.s.h) && unsigned(iw) < unsigned(g.s.w);
+        cp_async_4(as + (kk0 + j) * pitch + 32 * i + lane, ok ? x + (xoff[i] + koff) : x, ok);
+      }
+      kp[j].advance(g);
+    }
+  }
+};
+
+}  // namespace day08::igemm

@@ -1,0 +1,151 @@
+// day08 CPU tests: the references against values worked out by hand, the shape arithmetic, the
+// argument checks (every launcher rejects a bad shape before any CUDA call) and the registries.
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/catch.hpp"
+#include "common/random.hpp"
+#include "conv_day.hpp"
+
+TEST_CASE("conv1d_cpu matches hand-computed values with zero padding", "[cpu]") {
+  const std::vector<float> x = {1, 2, 3, 4, 5};
+  const std::vector<float> mask = {1, 10, 100};  // y[i] = x[i-1] + 10 x[i] + 100 x[i+1]
+  std::vector<double> y(5);
+  day08::conv1d_cpu(x.data(), mask.data(), 5, 3, y.data());
+  REQUIRE(y == std::vector<double>{210, 321, 432, 543, 54});
+}
+
+TEST_CASE("filter2d_cpu_row matches hand-computed values", "[cpu]") {
+  // 3 x 3 image 1..9, mask with a single 1 at the top-left tap: y[i][j] = x[i-1][j-1].
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> mask(9, 0.f);
+  mask[0] = 1.f;
+  std::vector<double> row(3);
+  day08::filter2d_cpu_row(x.data(), 3, 3, mask.data(), 3, 0, row.data());
+  REQUIRE(row == std::vector<double>{0, 0, 0});
+  day08::filter2d_cpu_row(x.data(), 3, 3, mask.data(), 3, 2, row.data());
+  REQUIRE(row == std::vector<double>{0, 4, 5});
+  // All-ones mask: the 3 x 3 box sum (centre 45, corner 1+2+4+5 = 12).
+  std::fill(mask.begin(), mask.end(), 1.f);
+  day08::filter2d_cpu_row(x.data(), 3, 3, mask.data(), 3, 1, row.data());
+  REQUIRE(row == std::vector<double>{27, 45, 33});
+  day08::filter2d_cpu_row(x.data(), 3, 3, mask.data(), 3, 0, row.data());
+  REQUIRE(row[0] == 12);
+}
+
+TEST_CASE("ConvShape output size follows the formula", "[cpu]") {
+  day08::ConvShape s;
+  s.h = 56, s.w = 56, s.r = 3, s.s = 3, s.pad = 1;
+  REQUIRE(s.p() == 56);
+  REQUIRE(s.q() == 56);
+  s.stride = 2;
+  REQUIRE(s.p() == 28);
+  s.h = 7, s.w = 9, s.r = 5, s.s = 3, s.stride = 2, s.pad = 2, s.dilation = 1;
+  REQUIRE(s.p() == (7 + 4 - 4 - 1) / 2 + 1);
+  REQUIRE(s.q() == (9 + 4 - 2 - 1) / 2 + 1);
+  s.dilation = 2;  // dilated 5-tap filter spans 9 rows
+  REQUIRE(s.p() == (7 + 4 - 8 - 1) / 2 + 1);
+}
+
+TEST_CASE("conv2d_cpu matches a hand-computed layer", "[cpu]") {
+  // N=1, C=2, 3x3 input, K=2, 2x2 filters, stride 1, pad 0 -> 2x2 output; bias {1, -1}.
+  day08::ConvShape s;
+  s.n = 1, s.c = 2, s.h = 3, s.w = 3, s.k = 2, s.r = 2, s.s = 2;
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9,   // channel 0
+                                1, 1, 1, 1, 1, 1, 1, 1, 1};  // channel 1
+  const std::vector<float> w = {1, 0, 0, 0, 0, 0, 0, 1,      // filter 0: x0[p][q] + x1[p+1][q+1]
+                                0, 1, 1, 0, 2, 0, 0, 0};  // filter 1: x0[p][q+1] + x0[p+1][q] + 2
+  const std::vector<float> bias = {1, -1};
+  std::vector<double> y(8);
+  day08::conv2d_cpu(s, x.data(), w.data(), bias.data(), y.data());
+  REQUIRE(y == std::vector<double>{3, 4, 6, 7, 7, 9, 13, 15});
+  // With padding 1 the corner output (0, 0) of filter 0 sees x0[-1][-1] = 0 and x1[0][0] = 1.
+  s.pad = 1;
+  REQUIRE(day08::conv2d_cpu_at(s, x.data(), w.data(), nullptr, 0, 0, 0, 0) == 1.0);
+  // Stride 2, dilation 2: output (0, 0) of filter 0 = x0[0][0] + x1[2][2] (pad 0).
+  s.pad = 0, s.stride = 2, s.dilation = 2;
+  REQUIRE(s.p() == 1);
+  REQUIRE(day08::conv2d_cpu_at(s, x.data(), w.data(), nullptr, 0, 0, 0, 0) == 2.0);
+}
+
+TEST_CASE("check_conv_args rejects bad shapes", "[cpu]") {
+  day08::ConvShape good;
+  good.n = 2, good.c = 3, good.h = 8, good.w = 8, good.k = 4, good.pad = 1;
+  REQUIRE_NOTHROW(day08::check_conv_args(good));
+  auto bad = [&](auto edit) {
+    day08::ConvShape s = good;
+    edit(s);
+    return s;
+  };
+  const std::vector<day08::ConvShape> cases = {
+      bad([](auto& s) { s.n = 0; }),
+      bad([](auto& s) { s.c = -1; }),
+      bad([](auto& s) { s.h = 0; }),
+      bad([](auto& s) { s.k = 0; }),
+      bad([](auto& s) { s.r = 0; }),
+      bad([](auto& s) { s.stride = 0; }),
+      bad([](auto& s) { s.dilation = 0; }),
+      bad([](auto& s) { s.pad = -1; }),
+      bad([](auto& s) { s.r = 11; }),                                    // empty output: 8 + 2 < 11
+      bad([](auto& s) { s.n = 1 << 14, s.c = 1 << 10, s.h = 1 << 8; }),  // x past 2^31
+  };
+  for (const auto& s : cases) {
+    INFO(day08::to_string(s));
+    CHECK_THROWS_AS(day08::check_conv_args(s), std::invalid_argument);
+    // Every launcher checks first, so no CUDA call (and no GPU) is needed to see the error.
+    for (const auto& v : day08::conv2d_variants()) {
+      if (v.is_library && !day08::have_cudnn()) continue;
+      INFO(v.name);
+      CHECK_THROWS_AS(v.launch(s, nullptr, nullptr, nullptr, nullptr, nullptr),
+                      std::invalid_argument);
+    }
+  }
+}
+
+TEST_CASE("1D and 2D launchers reject bad sizes and masks before any CUDA call", "[cpu]") {
+  for (const auto& v : day08::conv1d_variants()) {
+    INFO(v.name);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 0, 3, nullptr, nullptr), std::invalid_argument);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 10, 4, nullptr, nullptr), std::invalid_argument);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 10, day08::kMaxMask1d + 2, nullptr, nullptr),
+                    std::invalid_argument);
+  }
+  for (const auto& v : day08::filter2d_variants()) {
+    INFO(v.name);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 0, 8, 3, nullptr, nullptr), std::invalid_argument);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 8, 8, 4, nullptr, nullptr), std::invalid_argument);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 8, 8, 9, nullptr, nullptr), std::invalid_argument);
+    CHECK_THROWS_AS(v.launch(nullptr, nullptr, 1 << 16, 1 << 16, 3, nullptr, nullptr),
+                    std::invalid_argument);
+  }
+}
+
+TEST_CASE("the registries: unique names, best_fp32 resolves, unknown names throw", "[cpu]") {
+  std::set<std::string> names;
+  for (const auto& v : day08::conv1d_variants()) REQUIRE(names.insert(v.name).second);
+  for (const auto& v : day08::filter2d_variants()) REQUIRE(names.insert(v.name).second);
+  for (const auto& v : day08::conv2d_variants()) REQUIRE(names.insert(v.name).second);
+  const day08::Conv2dVariant* best = day08::find_conv2d_variant("best_fp32");
+  REQUIRE(best != nullptr);
+  REQUIRE(std::string(best->name) == day08::kBestFp32);
+  REQUIRE(best->precision == day08::ConvPrecision::kFp32);
+  REQUIRE_FALSE(best->is_library);
+  const auto listed = day08::conv2d_variant_names();
+  REQUIRE(std::find(listed.begin(), listed.end(), "best_fp32") != listed.end());
+  REQUIRE(std::find(listed.begin(), listed.end(), "v5_implicit_gemm_tf32") != listed.end());
+  REQUIRE(day08::find_conv2d_variant("v99") == nullptr);
+  day08::ConvShape s;
+  CHECK_THROWS_AS(day08::conv2d_forward("v99", s, nullptr, nullptr, nullptr, nullptr),
+                  std::invalid_argument);
+}
+
+TEST_CASE("FLOP and byte counts of the ResNet layer", "[cpu]") {
+  day08::ConvShape s;
+  s.n = 64, s.c = 64, s.h = 56, s.w = 56, s.k = 64, s.pad = 1;
+  REQUIRE(day08::conv2d_flops(s) == Catch::Approx(2.0 * 64 * 64 * 56 * 56 * 64 * 9));
+  REQUIRE(day08::conv2d_bytes(s, false) ==
+          Catch::Approx(4.0 * (64.0 * 64 * 56 * 56 * 2 + 64 * 64 * 9)));
+}

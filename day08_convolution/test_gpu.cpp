@@ -1,0 +1,215 @@
+// day08 GPU tests: every 1D, 2D and Conv2d variant against the CPU reference (double) at awkward
+// sizes (not tile multiples; C = 1 and 3; K = 1 and 5; stride 2; padding 0 and 2; R = S = 1, 3, 5;
+// dilation), fresh seeded inputs, outputs poisoned with NaN before each launch; conv2d_forward by
+// name ("best_fp32" included); and, with cuDNN, every variant against cuDNN at the benchmark
+// shapes ([timing]: too slow for the sanitizer runs).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/catch.hpp"
+#include "common/compare.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/random.hpp"
+#include "conv_day.hpp"
+
+namespace {
+
+void sync_check() {
+  CUDA_CHECK(cudaPeekAtLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+day08::ConvShape make(int n, int c, int h, int w, int k, int r, int s, int stride, int pad,
+                      int dilation = 1) {
+  day08::ConvShape sh;
+  sh.n = n, sh.c = c, sh.h = h, sh.w = w, sh.k = k, sh.r = r, sh.s = s;
+  sh.stride = stride, sh.pad = pad, sh.dilation = dilation;
+  return sh;
+}
+
+// The awkward layer shapes every variant runs (none a multiple of any tile).
+std::vector<day08::ConvShape> awkward_shapes() {
+  const std::vector<day08::ConvShape> all = {
+      make(1, 1, 7, 9, 1, 3, 3, 1, 1),       // C = 1, K = 1
+      make(2, 3, 19, 23, 5, 3, 3, 1, 0),     // C = 3, K = 5, padding 0
+      make(3, 3, 17, 31, 5, 5, 5, 2, 2),     // 5x5, stride 2, padding 2
+      make(1, 7, 13, 11, 70, 1, 1, 1, 0),    // 1x1, K past one 64-filter tile
+      make(2, 5, 33, 35, 67, 3, 3, 2, 1),    // stride 2, K = 67
+      make(1, 4, 20, 21, 8, 3, 3, 1, 2, 2),  // dilation 2
+      make(3, 16, 14, 14, 64, 3, 3, 1, 1),   // C*R*S = 144 (16-byte weight rows), M = 588
+      make(2, 6, 15, 12, 9, 3, 5, 1, 2),     // R != S
+      make(1, 1, 5, 5, 1, 5, 5, 1, 0),       // a single output pixel
+  };
+  std::vector<day08::ConvShape> kept;
+  for (const auto& s : all) {
+    const int64_t outputs = int64_t(s.n) * s.k * s.p() * s.q();
+    if (!gpu100::test_sizes({outputs}).empty()) kept.push_back(s);
+  }
+  return kept;
+}
+
+struct LayerData {
+  std::vector<float> x, w, bias;
+  gpu100::DeviceBuffer<float> d_x, d_w, d_b, d_y;
+  LayerData(const day08::ConvShape& s, uint64_t seed)
+      : x(gpu100::random_vector<float>(size_t(s.n) * s.c * s.h * s.w, seed)),
+        w(gpu100::random_vector<float>(size_t(s.k) * s.c * s.r * s.s, seed + 1)),
+        bias(gpu100::random_vector<float>(size_t(s.k), seed + 2)),
+        d_x(x.size()),
+        d_w(w.size()),
+        d_b(bias.size()),
+        d_y(size_t(s.n) * s.k * s.p() * s.q()) {
+    d_x.upload(x);
+    d_w.upload(w);
+    d_b.upload(bias);
+  }
+  std::vector<float> run(const std::string& name, const day08::ConvShape& s, bool with_bias) {
+    d_y.poison();
+    day08::conv2d_forward(name, s, d_x.data(), d_w.data(), with_bias ? d_b.data() : nullptr,
+                          d_y.data());
+    sync_check();
+    return d_y.download();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("conv1d variants match the CPU at awkward sizes and mask widths", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 100;
+  for (int64_t n : gpu100::test_sizes({1, 7, 1023, 1024, 1025, 4099, 100003, (1 << 20) + 3})) {
+    for (int mw : {1, 3, 7, 31, 1025}) {
+      const auto x = gpu100::random_vector<float>(size_t(n), ++seed);
+      const auto mask = gpu100::random_vector<float>(size_t(mw), ++seed);
+      std::vector<double> ref(static_cast<size_t>(n));
+      day08::conv1d_cpu(x.data(), mask.data(), n, mw, ref.data());
+      gpu100::DeviceBuffer<float> d_x(x.size()), d_m(mask.size()), d_y(x.size());
+      d_x.upload(x);
+      d_m.upload(mask);
+      const day08::Tolerance tol = day08::filter_tolerance(mw);
+      for (const auto& v : day08::conv1d_variants()) {
+        INFO(v.name << ", n = " << n << ", mask " << mw);
+        d_y.poison();
+        v.launch(d_x.data(), d_m.data(), n, mw, d_y.data(), nullptr);
+        sync_check();
+        const auto cmp = gpu100::compare(ref, d_y.download(), tol.abs_tol, tol.rel_tol);
+        INFO(cmp.summary());
+        REQUIRE(cmp.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("2D filter variants match the CPU at awkward image sizes, masks 1 3 5 7", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  struct Img {
+    int h, w;
+  };
+  const std::vector<Img> all = {{1, 1},     {7, 5},    {33, 65},   {67, 129},
+                                {130, 257}, {65, 132}, {200, 301}, {1000, 1001}};
+  uint64_t seed = 500;
+  for (const Img im : all) {
+    if (gpu100::test_sizes({int64_t(im.h) * im.w}).empty()) continue;
+    const auto x = gpu100::random_vector<float>(size_t(im.h) * im.w, ++seed);
+    gpu100::DeviceBuffer<float> d_x(x.size()), d_y(x.size()), d_m(49);
+    d_x.upload(x);
+    for (int mw : {1, 3, 5, 7}) {
+      const auto mask = gpu100::random_vector<float>(size_t(mw) * mw, ++seed);
+      d_m.upload(mask);
+      std::vector<double> ref(x.size());
+      for (int row = 0; row < im.h; ++row) {
+        day08::filter2d_cpu_row(x.data(), im.h, im.w, mask.data(), mw, row,
+                                ref.data() + size_t(row) * im.w);
+      }
+      const day08::Tolerance tol = day08::filter_tolerance(mw * mw);
+      for (const auto& v : day08::filter2d_variants()) {
+        INFO(v.name << ", " << im.h << "x" << im.w << ", mask " << mw);
+        d_y.poison();
+        v.launch(d_x.data(), d_m.data(), im.h, im.w, mw, d_y.data(), nullptr);
+        sync_check();
+        const auto cmp = gpu100::compare(ref, d_y.download(), tol.abs_tol, tol.rel_tol);
+        INFO(cmp.summary());
+        REQUIRE(cmp.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("Conv2d variants match the CPU at awkward shapes, with and without bias", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 900;
+  int case_no = 0;
+  for (const auto& s : awkward_shapes()) {
+    LayerData data(s, seed += 3);
+    const bool with_bias = (case_no++ % 2) == 0;
+    std::vector<double> ref(data.d_y.size());
+    day08::conv2d_cpu(s, data.x.data(), data.w.data(), with_bias ? data.bias.data() : nullptr,
+                      ref.data());
+    std::vector<std::string> names;
+    for (const auto& v : day08::conv2d_variants()) {
+      if (!v.is_library || day08::have_cudnn()) names.emplace_back(v.name);
+    }
+    names.emplace_back("best_fp32");
+    for (const auto& name : names) {
+      const day08::Conv2dVariant* v = day08::find_conv2d_variant(name);
+      INFO(name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
+      const day08::Tolerance tol = day08::conv2d_tolerance(s, v->precision);
+      const auto cmp = gpu100::compare(ref, data.run(name, s, with_bias), tol.abs_tol, tol.rel_tol);
+      INFO(cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  }
+}
+
+TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day08::ConvShape s = make(2, 5, 33, 35, 67, 3, 3, 2, 1);
+  LayerData data(s, 4242);
+  for (const auto& v : day08::conv2d_variants()) {
+    if (v.is_library) continue;
+    INFO(v.name);
+    const auto first = data.run(v.name, s, true);
+    const auto again = data.run(v.name, s, true);
+    REQUIRE(gpu100::compare_exact(first, again).ok);
+  }
+}
+
+TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]") {
+  GPU100_REQUIRE_GPU();
+  if (!day08::have_cudnn()) {
+    WARN("cuDNN not found: comparison skipped");
+    return;
+  }
+  const std::vector<day08::ConvShape> shapes = {make(64, 64, 56, 56, 64, 3, 3, 1, 1),
+                                                make(8, 3, 416, 544, 64, 3, 3, 1, 1)};
+  uint64_t seed = 7000;
+  for (const auto& s : shapes) {
+    LayerData data(s, seed += 3);
+    const auto lib = data.run("cudnn_fp32", s, true);
+    // cuDNN itself against the CPU at sampled outputs.
+    const int P = s.p(), Q = s.q();
+    std::vector<double> ref;
+    std::vector<float> got;
+    for (uint64_t i = 0; i < 2000; ++i) {
+      const uint64_t hsh = gpu100::splitmix64(i + seed);
+      const int n = int(hsh % s.n), k = int((hsh >> 16) % s.k), p = int((hsh >> 32) % P),
+                q = int((hsh >> 48) % Q);
+      ref.push_back(
+          day08::conv2d_cpu_at(s, data.x.data(), data.w.data(), data.bias.data(), n, k, p, q));
+      got.push_back(lib[((size_t(n) * s.k + k) * P + p) * Q + q]);
+    }
+    const day08::Tolerance t32 = day08::conv2d_tolerance(s, day08::ConvPrecision::kFp32);
+    REQUIRE(gpu100::compare(ref, got, t32.abs_tol, t32.rel_tol).ok);
+    for (const auto& v : day08::conv2d_variants()) {
+      if (v.is_library) continue;
+      INFO(v.name << " at " << day08::to_string(s));
+      const day08::Tolerance tol = day08::conv2d_tolerance(s, v.precision);
+      const auto cmp =
+          gpu100::compare(lib, data.run(v.name, s, true), 2 * tol.abs_tol, 2 * tol.rel_tol);
+      INFO(cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  }
+}
