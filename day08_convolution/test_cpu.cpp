@@ -1,5 +1,6 @@
 // day08 CPU tests: the references against values worked out by hand, the shape arithmetic, the
 // argument checks (every launcher rejects a bad shape before any CUDA call) and the registries.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <stdexcept>
