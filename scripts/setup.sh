@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # One-command set-up for gpu-100-days.
 #   1. Installs any missing build dependency with apt (sudo when not root): CMake, ninja,
-#      Catch2 (2.13 or 3.x, whichever the distribution ships) and fmt.
+#      Catch2 (2.13 or 3.x, whichever the distribution ships) and fmt; with --charts also
+#      matplotlib (python3-matplotlib), the optional dependency of scripts/charts.py.
 #   2. Configures and builds the `release` preset into build/.
 # The CUDA Toolkit (nvcc, cuBLAS, CUB) is a prerequisite: it is checked, never installed here.
-# Usage: scripts/setup.sh [--no-install] [--preset release|debug] [extra cmake -D options...]
+# Usage: scripts/setup.sh [--no-install] [--charts] [--preset release|debug] [extra cmake -D options...]
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 preset=release
 install=1
+charts=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
+    --charts) charts=1 ;;
     --preset) preset="$2"; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) extra+=("$1") ;;
   esac
   shift
@@ -35,6 +38,9 @@ if ! have_header catch2/catch.hpp && ! have_header catch2/catch_test_macros.hpp;
   missing+=(catch2)
 fi
 if ! have_header fmt/format.h; then missing+=(libfmt-dev); fi
+if [ "$charts" -eq 1 ] && ! /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; then
+  missing+=(python3-matplotlib)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$install" -eq 0 ]; then
