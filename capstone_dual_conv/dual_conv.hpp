@@ -96,6 +96,7 @@ enum class Impl {
   kDualNaive,        // one launch for both streams: one thread per output element
   kDualHalo,         // + day08 halo tiles of the input in shared memory
   kDualRegblock,     // + 16 channels x 4 pixels per thread, weights in shared memory, float4 stores
+  kDualStoreBound,   // 3 x 3 stride 1 pad 1, C in {1, 3} compiled in, 72 registers (else v3)
   kDualIgemm,        // implicit GEMM through day04's tiles, both streams in one launch
 };
 
@@ -164,7 +165,7 @@ class DualConv2d {
   Activation act_ = Activation::kNone;
   BnMode bn_mode_ = BnMode::kScaleShift;
   OutType out_type_ = OutType::kFp32;
-  Impl impl_ = Impl::kDualRegblock;
+  Impl impl_ = Impl::kDualStoreBound;
   std::unique_ptr<State> state_;
 };
 

@@ -80,6 +80,10 @@ void launch_dual_naive(const DualArgs& a, cudaStream_t stream);
 void launch_dual_halo(const DualArgs& a, cudaStream_t stream);
 void launch_dual_regblock(const DualArgs& a, cudaStream_t stream);
 void launch_dual_igemm(const DualArgs& a, cudaStream_t stream);
+// The stem kernel: 3 x 3, stride 1, pad 1, C in {1, 3} per stream; any other layer is handed to
+// launch_dual_regblock (dual_store_bound_supports says which path a layer takes).
+void launch_dual_store_bound(const DualArgs& a, cudaStream_t stream);
+bool dual_store_bound_supports(const DualArgs& a);
 
 // The separate epilogue passes of the sequential rows (fp32 only), in place on y [N, K, P*Q]:
 // y = alpha[k] * y + beta[k], then y = act(y).

@@ -1,9 +1,11 @@
 // capstone_dual_conv: the host driver.
 //
-// Implementations (registry in dual_conv.cpp; kernels in v1_dual_naive.cu ... v4_dual_igemm.cu):
+// Implementations (registry in dual_conv.cpp; kernels in v1_dual_naive.cu ...
+// v5_dual_store_bound.cu):
 //   cudnn_seq, cudnn_two_streams, cudnn_fused   the library a user would call (cudnn_conv.cpp)
 //   own_seq, own_two_streams                    day08::conv2d_forward("best_fp32") per stream
 //   dual_naive, dual_halo, dual_regblock        one launch for both streams, direct convolution
+//   dual_store_bound                            the stem kernel (3 x 3, C in {1, 3}; else v3)
 //   dual_igemm                                  one launch, implicit GEMM on day04's tiles
 // Two layer configurations run at each batch size: the plain convolution (no bias, BN or
 // activation; every row is compared with cudnn_seq) and conv + bias + BN + activation (--act,
@@ -46,10 +48,10 @@ using gpu100::ResultRow;
 
 constexpr const char* kDay = "capstone_dual_conv";
 const std::vector<int> kSweepN = {1, 8, 32, 64, 128, 256};
-const std::vector<std::string> kSweepPlain = {"cudnn_seq", "cudnn_two_streams", "own_seq",
-                                              "dual_regblock", "dual_igemm"};
-const std::vector<std::string> kEpilogueImpls = {"cudnn_seq", "cudnn_fused", "own_seq",
-                                                 "dual_regblock", "dual_igemm"};
+const std::vector<std::string> kSweepPlain = {"cudnn_seq",     "cudnn_two_streams", "own_seq",
+                                              "dual_regblock", "dual_store_bound",  "dual_igemm"};
+const std::vector<std::string> kEpilogueImpls = {"cudnn_seq",     "cudnn_fused",      "own_seq",
+                                                 "dual_regblock", "dual_store_bound", "dual_igemm"};
 
 struct Options {
   DualConvShape shape;
@@ -422,7 +424,8 @@ int run(int argc, char** argv) {
     const std::string suffix = std::string("+bn_") + capstone::to_string(opt.act);
     for (const auto& name : kEpilogueImpls) {
       if (!selected(opt, name)) continue;
-      if (opt.sweep && name != "cudnn_seq" && name != "cudnn_fused" && name != "dual_regblock")
+      if (opt.sweep && name != "cudnn_seq" && name != "cudnn_fused" && name != "dual_regblock" &&
+          name != "dual_store_bound")
         continue;
       const bool fused = capstone::find_implementation(name)->fused_epilogue;
       epi.push_back({name, OutType::kFp32, name == "cudnn_fused" ? name : name + suffix});

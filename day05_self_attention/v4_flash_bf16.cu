@@ -2,19 +2,21 @@
 // / cp.async wrappers (day04_matmul/mma.cuh).
 // What changed from v3: both products run on mma.sync.m16n8k16 (bf16 in, fp32 accumulate), about
 // 16x the CUDA cores' fp32 FMA rate, and the data movement is shaped for it:
-//  - each warp owns 16 query rows per m-tile; its Q fragments are loaded once with ldmatrix and
-//    stay in registers for the whole K/V loop;
+//  - each warp owns 2 m-tiles of 16 query rows, so every K / V fragment it reads from shared
+//    memory feeds two mma; its Q fragments are re-read from shared memory by ldmatrix at each
+//    k-step (FlashAttention-2's choice: the registers go to the second m-tile);
 //  - S = Q K^T lands in mma accumulators whose layout (row g / g + 8, columns 2t, 2t + 1 of each
 //    8-key n-tile) is exactly the A-operand layout of the next mma, so P is converted to bf16 in
 //    registers and multiplies V with no shared-memory round trip;
-//  - K and V tiles are double-buffered with 16-byte cp.async: tile t + 1 is in flight while tile
-//    t is computed, with one __syncthreads per tile; V is read with ldmatrix.trans;
+//  - K and V tiles stream through a 3-stage ring of 16-byte cp.async: tiles t + 1 and t + 2 are
+//    in flight while tile t is computed, with one __syncthreads per tile; V by ldmatrix.trans;
+//  - O is rescaled only when some row of the warp saw its running max move (one warp vote);
 //  - the softmax runs in the log2 domain (scale * log2 e folded into one FFMA, ex2.approx), row
 //    statistics in fp32; a lane keeps partial row sums and reduces them once at the end;
 //  - shared rows are padded by 16 bytes so the 8 row addresses of each ldmatrix phase hit 8
 //    different bank quads.
-// The costs: a block needs 100 KB of shared memory and ~160 registers per thread at D = 128 (one
-// block of 8 warps per SM), and every warp re-reads the whole K/V tile from shared memory.
+// The costs: 228-243 registers per thread (2 blocks of 4 warps per SM), 74-87 KB of shared memory
+// per block, and every warp re-reads the whole K/V tile (and its Q rows) from shared memory.
 // Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16 (as FlashAttention).
 // Causal: tiles past the block's last query are never loaded, and a warp skips the mma work of a
 // tile wholly above its own rows.
@@ -44,29 +46,47 @@ using day04::mma::mma_bf16_16816;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 // The tiling of one instantiation. kD: head dimension; kBKV: keys per K/V tile; kWarps warps per
-// block, each with kMTiles m-tiles of 16 query rows; kMinBlocks: the __launch_bounds__ occupancy.
-template <int kD_, int kBKV_, int kWarps_, int kMTiles_, int kMinBlocks_>
+// block, each with kMTiles m-tiles of 16 query rows; kMinBlocks: the __launch_bounds__ occupancy;
+// kQInRegs: Q fragments loaded once and kept in registers (D / 4 registers per m-tile), or
+// re-read from shared memory with ldmatrix at every k-step of every tile (FlashAttention-2's
+// choice, which frees those registers for a second m-tile or a wider key tile); kStages: K/V
+// tiles in the cp.async ring (tiles t + 1 .. t + kStages - 1 in flight while tile t computes).
+template <int kD_, int kBKV_, int kWarps_, int kMTiles_, int kMinBlocks_, bool kQInRegs_,
+          int kStages_>
 struct V4Config {
   static constexpr int kD = kD_, kBKV = kBKV_, kWarps = kWarps_, kMTiles = kMTiles_;
   static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr bool kQInRegs = kQInRegs_;
+  static constexpr int kStages = kStages_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kWarpRows = 16 * kMTiles;
   static constexpr int kBQ = kWarpRows * kWarps;  // queries per block
   static constexpr int kLd = kD + 8;              // bf16 per shared row: 16-byte pad
   static constexpr int kQElems = kBQ * kLd, kKVElems = kBKV * kLd;
-  // Q, then 2 stages of K, then 2 stages of V.
-  static constexpr size_t kSmemBytes = sizeof(bf16) * (kQElems + 4 * kKVElems);
+  // Q, then kStages stages of K, then kStages stages of V.
+  static constexpr size_t kSmemBytes = sizeof(bf16) * (kQElems + 2 * kStages * kKVElems);
+  static_assert(kStages >= 2, "at least double buffering");
   static_assert(kD % 16 == 0 && kBKV % 16 == 0, "mma tiles are 16 deep");
   static_assert((kBQ * kD / 8) % kThreads == 0 && (kBKV * kD / 8) % kThreads == 0,
                 "tiles must split evenly into 16-byte chunks per thread");
 };
 
-// D = 128: 8 warps x 16 rows. Q (32 registers), O (64) and S (32) fit in ~160 registers without
-// spilling; 32 rows per warp (FlashAttention-2's 4 warps x 2 m-tiles) would need ~250.
-using ConfigD128 = V4Config<128, 64, 8, 1, 1>;
-// D = 64: 4 warps x 2 m-tiles: each K/V fragment read from shared memory feeds two mma (half the
-// shared-memory traffic per FLOP of 8 x 1), in ~170 registers: two blocks per SM.
-using ConfigD64 = V4Config<64, 64, 4, 2, 2>;
+// D = 128: FlashAttention-2's layout, 4 warps x 2 m-tiles (32 rows per warp, 128 per block), Q
+// re-read from shared memory. Per 16-deep k-step of S = Q K^T a warp issues 2 ldmatrix for Q and
+// BKV / 16 for K, then BKV / 4 mma (0.5 ldmatrix per mma at BKV = 32: the Q re-read costs what
+// the second m-tile saves; it was 0.5 for 8 warps x 1 m-tile with Q in registers); in P V each V
+// fragment feeds 2 mma (0.25 ldmatrix per mma, against 0.5). O (128 registers) and S / P (32 at
+// 32 keys) fit in 248 registers with no spill (ptxas, sm_90; 64-key tiles need 255 registers and
+// spill 104 bytes), and 128 threads x 248 registers x 2 blocks fit the register file: 8 warps
+// per SM, as before. 3 stages of 32 keys: 35 KB of Q + 3 x 17 KB of K/V = 87 KB per block.
+// Prediction: shared-memory bytes per FLOP -25%, twice the blocks' independent barriers per SM;
+// 242 -> ~290-330 TFLOP/s at S = 4096 (the 350 goal needs FA2's 64-key tile without the spill).
+using ConfigD128 = V4Config<128, 32, 4, 2, 2, false, 3>;
+// D = 64: 4 warps x 2 m-tiles, Q re-read from shared memory (frees the 32 Q registers: the
+// Q-in-registers build needed 255 registers and spilled 8 bytes; this one 232, no spill; 128-key
+// tiles spill 116 bytes). 3 stages of 64 keys: 18 KB of Q + 3 x 18 KB = 74 KB, 2 blocks per SM.
+// Prediction: 231 -> ~260-290 TFLOP/s at S = 2048 (no spill, 2 tiles in flight over L2).
+using ConfigD64 = V4Config<64, 64, 4, 2, 2, false, 3>;
 
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
@@ -106,8 +126,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   constexpr int kDT = kD / 8;    // 8-column n-tiles of O
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kBQ][kLd]
-  bf16* sk = sq + C::kQElems;                    // 2 x [kBKV][kLd]
-  bf16* sv = sk + 2 * C::kKVElems;               // 2 x [kBKV][kLd]
+  bf16* sk = sq + C::kQElems;                    // kStages x [kBKV][kLd]
+  bf16* sv = sk + C::kStages * C::kKVElems;      // kStages x [kBKV][kLd]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t4 = lane % 4;  // mma fragment coordinates: row group, column pair
@@ -126,13 +146,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int kv_end = causal ? min(s, q0 + C::kBQ) : s;
   const int num_tiles = gpu100::ceil_div(kv_end, kBKV);
 
-  // Prologue: one commit group with Q and tile 0's K and V.
+  // Prologue: kStages - 1 commit groups: Q with tile 0's K and V, then tiles 1 .. kStages - 2
+  // (a group is committed even when empty, so "group t" is always tile t's).
   load_tile_async<C, C::kBQ>(sq, qg, q0, s, tid);
-  load_tile_async<C, kBKV>(sk, kg, 0, s, tid);
-  load_tile_async<C, kBKV>(sv, vg, 0, s, tid);
-  cp_async_commit();
+#pragma unroll
+  for (int st = 0; st < C::kStages - 1; ++st) {
+    if (st < num_tiles) {
+      load_tile_async<C, kBKV>(sk + st * C::kKVElems, kg, st * kBKV, s, tid);
+      load_tile_async<C, kBKV>(sv + st * C::kKVElems, vg, st * kBKV, s, tid);
+    }
+    cp_async_commit();
+  }
 
-  uint32_t qf[kMT][kD / 16][4];        // Q A-fragments, whole K/V loop
+  // Q A-fragments for the whole K/V loop (kQInRegs; otherwise a 1-element dummy, and each k-step
+  // reloads its fragments from shared memory).
+  uint32_t qf[C::kQInRegs ? kMT : 1][C::kQInRegs ? kD / 16 : 1][4];
   float oacc[kMT][kDT][4];             // O accumulators: rows g, g + 8; columns 8 j + 2 t4 + {0, 1}
   float m_run[kMT][2], l_run[kMT][2];  // per row (h = 0: row g, h = 1: row g + 8); l partial
 #pragma unroll
@@ -144,32 +172,36 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     l_run[i][0] = l_run[i][1] = 0.f;
   }
 
-  cp_async_wait<0>();  // this thread's copies of Q and tile 0 have landed...
-  __syncthreads();     // ...and everyone's
+  cp_async_wait<C::kStages - 2>();  // this thread's copies of Q and tile 0 have landed...
+  __syncthreads();                  // ...and everyone's
   // Q fragments of the warp's own rows. Lanes 0-15 address rows 0-15 at column 16 kk, lanes 16-31
   // the same rows at 16 kk + 8: the four 8 x 8 matrices are a0 (rows 0-7, k 0-7), a1 (rows 8-15,
   // k 0-7), a2 (rows 0-7, k 8-15), a3 (rows 8-15, k 8-15).
+  const bf16* sq_lane = sq + (wrow0 + lane % 16) * kLd + (lane / 16) * 8;
+  if constexpr (C::kQInRegs) {
 #pragma unroll
-  for (int i = 0; i < kMT; ++i)
+    for (int i = 0; i < kMT; ++i)
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk)
-      ldmatrix_x4(qf[i][kk], sq + (wrow0 + 16 * i + lane % 16) * kLd + 16 * kk + (lane / 16) * 8);
+      for (int kk = 0; kk < kD / 16; ++kk) ldmatrix_x4(qf[i][kk], sq_lane + 16 * i * kLd + 16 * kk);
+  }
 
   for (int t = 0; t < num_tiles; ++t) {
     if (t > 0) {
-      cp_async_wait<0>();  // this thread's copies of tile t have landed...
-      __syncthreads();     // ...everyone's; and every warp is done with tile t - 1's stage
+      cp_async_wait<C::kStages - 2>();  // this thread's copies of tile t have landed...
+      __syncthreads();  // ...everyone's; and every warp is done with tile t - 1's stage
     }
-    if (t + 1 < num_tiles) {  // tile t + 1 into the other stage, in flight during this tile
-      const int st = (t + 1) & 1;
-      load_tile_async<C, kBKV>(sk + st * C::kKVElems, kg, (t + 1) * kBKV, s, tid);
-      load_tile_async<C, kBKV>(sv + st * C::kKVElems, vg, (t + 1) * kBKV, s, tid);
-      cp_async_commit();
+    {  // tile t + kStages - 1 into the stage tile t - 1 used (free since the barrier above)
+      const int tn = t + C::kStages - 1, st = tn % C::kStages;
+      if (tn < num_tiles) {
+        load_tile_async<C, kBKV>(sk + st * C::kKVElems, kg, tn * kBKV, s, tid);
+        load_tile_async<C, kBKV>(sv + st * C::kKVElems, vg, tn * kBKV, s, tid);
+      }
+      cp_async_commit();  // possibly empty: keeps one group per tile for the wait above
     }
     const int kv0 = t * kBKV;
     if (!warp_active || (causal && kv0 > warp_last)) continue;  // nothing unmasked for this warp
-    const bf16* skt = sk + (t & 1) * C::kKVElems;
-    const bf16* svt = sv + (t & 1) * C::kKVElems;
+    const bf16* skt = sk + (t % C::kStages) * C::kKVElems;
+    const bf16* svt = sv + (t % C::kStages) * C::kKVElems;
 
     // ---- S = Q K^T: kMT x kNT accumulators of 16 x 8 ----
     float sacc[kMT][kNT][4];
@@ -180,6 +212,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         sacc[i][j][0] = sacc[i][j][1] = sacc[i][j][2] = sacc[i][j][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
+      // This k-step's Q fragments: from the registers, or one ldmatrix per m-tile (the warp's own
+      // rows of sq, written before the loop and never overwritten until the epilogue).
+      uint32_t qa[kMT][4];
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        if constexpr (C::kQInRegs) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) qa[i][r] = qf[i][kk][r];
+        } else {
+          ldmatrix_x4(qa[i], sq_lane + 16 * i * kLd + 16 * kk);
+        }
+      }
 #pragma unroll
       for (int jp = 0; jp < kBKV / 16; ++jp) {
         // B = K^T is "col" (n-major) = K's rows as stored: no transpose. Matrix q = lane / 8:
@@ -191,8 +235,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
 #pragma unroll
         for (int i = 0; i < kMT; ++i) {
-          mma_bf16_16816(sacc[i][2 * jp], qf[i][kk], b0);
-          mma_bf16_16816(sacc[i][2 * jp + 1], qf[i][kk], b1);
+          mma_bf16_16816(sacc[i][2 * jp], qa[i], b0);
+          mma_bf16_16816(sacc[i][2 * jp + 1], qa[i], b1);
         }
       }
     }
@@ -200,6 +244,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     // ---- mask, online softmax; P overwrites S in the accumulators ----
     // sacc[i][j][2 h + e]: row wrow0 + 16 i + g + 8 h, key kv0 + 8 j + 2 t4 + e.
     const bool need_mask = kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first);
+    float alpha[kMT][2];  // exp2(m_old - m_new) per row: 1 when the row's max did not move
 #pragma unroll
     for (int i = 0; i < kMT; ++i) {
 #pragma unroll
@@ -222,7 +267,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m_run[i][h], mx);  // raw score units (scale > 0 commutes)
         const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-        const float alpha = fast_exp2(m_run[i][h] * scale_log2 - m_scaled);  // 0 at first
+        alpha[i][h] = fast_exp2(m_run[i][h] * scale_log2 - m_scaled);  // 0 at first
         m_run[i][h] = m_new;
         float sum = 0.f;
 #pragma unroll
@@ -233,15 +278,26 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
             x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
             sum += x;
           }
-        l_run[i][h] = l_run[i][h] * alpha + sum;
-        // Rescale O every tile (alpha = 1 when the max did not move); measured-free choice:
-        // kDT x 2 FMULs per row per tile against a warp-divergent branch.
+        l_run[i][h] = l_run[i][h] * alpha[i][h] + sum;
+      }
+    }
+    // Rescale O only when the max moved for some row of the warp (one vote; the branch is
+    // warp-uniform). Once the running max settles (after a few tiles on typical inputs) this
+    // skips kMT x kD FMULs per thread per tile (128 at D = 128: ~6% of the issue slots of the
+    // tile's mma). alpha is exactly 1 when m did not move (exp2(0)), so skipping changes nothing.
+    bool moved = false;
+#pragma unroll
+    for (int i = 0; i < kMT; ++i) moved = moved || alpha[i][0] != 1.f || alpha[i][1] != 1.f;
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int i = 0; i < kMT; ++i)
 #pragma unroll
         for (int j = 0; j < kDT; ++j) {
-          oacc[i][j][2 * h] *= alpha;
-          oacc[i][j][2 * h + 1] *= alpha;
+          oacc[i][j][0] *= alpha[i][0];
+          oacc[i][j][1] *= alpha[i][0];
+          oacc[i][j][2] *= alpha[i][1];
+          oacc[i][j][3] *= alpha[i][1];
         }
-      }
     }
 
     // ---- O += P V ----

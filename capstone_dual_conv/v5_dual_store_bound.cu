@@ -1,0 +1,167 @@
+// dual v5: the stem kernel written for the stores. v3 paid for generality (runtime R, S, stride,
+// a taps loop, ~100 registers for 64 accumulators, 25% occupancy), so too few stores were in
+// flight to reach the copy ceiling. Here R = S = 3, stride 1, pad 1 and the stream's C (3 or 1)
+// are compile-time: every tap unrolls, no index math is left in the inner loop, and a thread
+// keeps only 8 channels x 4 pixels (32 accumulators) plus one 6-wide input row, so it fits in
+// 72 registers and 7 blocks (44% occupancy) per SM keep the store queue full. The cost: only the
+// 3 x 3 / stride 1 / pad 1 layer with C in {1, 3} runs here; any other shape falls back to v3.
+// (Thread coarsening and constant/shared broadcast weights: PMPP chapters 7 and 16.)
+#include <cuda_bf16.h>
+
+#include <stdexcept>
+
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "halo_tile.cuh"
+#include "kernels.cuh"
+
+namespace capstone::detail {
+
+namespace {
+
+constexpr int kTx = 16, kTy = 8, kThreads = kTx * kTy;  // 128 threads, 4 warps
+constexpr int kPx = 4;                                  // output pixels per thread, along q
+constexpr int kKg = 8;                                  // output channels per pass
+constexpr int kTileQ = kTx * kPx, kTileP = kTy;         // 64 x 8 output pixels per block
+constexpr int kRows = kTileP + 2;                       // the window with its 1-pixel halo
+// A row of the window: smem column j holds input column q0 - 1 + j. Thread tx reads columns
+// 4 tx .. 4 tx + 5 as a float4 and a float2 (up to column 65 of the 66 loaded): a pitch that is
+// a multiple of 4 keeps them aligned; a quarter-warp's 8 float4 are 128 contiguous bytes (no
+// bank conflict), the float2 are 2-way conflicted (tx and tx + 8), a minor cost next to the FMAs.
+constexpr int kPitch = 68, kCols = kTileQ + 2;
+constexpr int kMaxC = 3;
+constexpr int kSmemBytes = 48 * 1024;
+constexpr int kWindowFloats = kMaxC * kRows * kPitch;  // 2040 floats, a multiple of 4
+
+// One block's work for a stream with C input channels. Thread (tx, ty): output row p0 + ty,
+// columns q0 + 4 tx .. q0 + 4 tx + 3, and every channel group k0 .. k0 + 7 in turn. A half-warp
+// covers one output row of the tile: per channel a warp writes two 256-byte runs (two rows), as
+// one 16-byte streaming store per thread.
+template <int C, int ST>
+__device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int kpad, bool vec,
+                                                  float* xs, float* ws) {
+  // A compile-time stream index: its pointers stay kernel-parameter operands (no registers, no
+  // local copy of a dynamically indexed parameter).
+  const StreamArgs& sa = a.s[ST];
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kTx + tx;
+  const int p0 = blockIdx.y * kTileP, q0 = blockIdx.x * kTileQ;
+  const int p = p0 + ty, q = q0 + tx * kPx;
+
+  // The window of all C channels (zeros in the padding and past the image), read once.
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    day08::load_halo_tile(xs + c * kRows * kPitch, kPitch, sa.x + (int64_t(n) * C + c) * a.h * a.w,
+                          a.h, a.w, p0 - 1, q0 - 1, kRows, kCols, tid, kThreads);
+  }
+  // All K weights, transposed to [c][tap][kpad] (zeros past K): one channel group of one tap
+  // is two consecutive float4, read at the same address by every thread (a broadcast).
+  for (int i = tid; i < C * 9 * kpad; i += kThreads) {
+    const int k = i % kpad, ct = i / kpad;  // ct = c * 9 + tap
+    const int c = ct / 9, tap = ct - c * 9;
+    ws[i] = k < a.k ? __ldg(sa.w + (int64_t(k) * C + c) * 9 + tap) : 0.f;
+  }
+  __syncthreads();  // window and weights complete; nothing below writes shared memory
+  if (p >= a.p || q >= a.q) return;  // after the only barrier: whole threads of the tail idle
+
+  const float* win = xs + ty * kPitch + tx * kPx;
+  const int64_t plane = int64_t(a.p) * a.q;
+  const int64_t o0 = int64_t(n) * a.k * plane + int64_t(p) * a.q + q;
+  const int valid = min(kPx, a.q - q);
+#pragma unroll 1
+  for (int k0 = 0; k0 < kpad; k0 += kKg) {
+    float acc[kKg][kPx];
+#pragma unroll
+    for (int i = 0; i < kKg; ++i)
+#pragma unroll
+      for (int j = 0; j < kPx; ++j) acc[i][j] = 0.f;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+#pragma unroll
+      for (int r = 0; r < 3; ++r) {
+        // One input row of the 3 x 6 window, from shared memory into registers, reused by the
+        // 3 taps x 8 channels x 4 pixels of that row (96 FMAs).
+        const float* row = win + (c * kRows + r) * kPitch;
+        const float4 lo = *reinterpret_cast<const float4*>(row);
+        const float2 hi = *reinterpret_cast<const float2*>(row + 4);
+        const float x[6] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y};
+#pragma unroll
+        for (int s = 0; s < 3; ++s) {
+          const float4* w4 = reinterpret_cast<const float4*>(ws + (c * 9 + r * 3 + s) * kpad + k0);
+#pragma unroll
+          for (int i4 = 0; i4 < kKg / 4; ++i4) {
+            const float4 w = w4[i4];
+            const float wv[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+              for (int j = 0; j < kPx; ++j)
+                acc[4 * i4 + u][j] = fmaf(x[j + s], wv[u], acc[4 * i4 + u][j]);
+          }
+        }
+      }
+    }
+    // The epilogue in registers, then one 16-byte (8-byte bf16) streaming store per channel.
+#pragma unroll
+    for (int i = 0; i < kKg; ++i) {
+      const int k = k0 + i;
+      if (k >= a.k) break;
+      const float al = __ldg(sa.alpha + k), be = __ldg(sa.beta + k);
+      float v[kPx];
+#pragma unroll
+      for (int j = 0; j < kPx; ++j) v[j] = activate(fmaf(acc[i][j], al, be), a.act);
+      store_row4(sa.y, o0 + int64_t(k) * plane, v, valid, vec, a.bf16);
+    }
+  }
+}
+
+// blockIdx.z = 2 * n + stream; the stream's C picks the instantiation (uniform per block). The
+// depth blocks do a third of the FMAs of the RGB ones with the same stores: the scheduler
+// balances them. 72 registers at most (7 blocks of 128 threads per SM): ptxas reports 0 spills
+// there, while the 64-register cap of 8 blocks spilled ~100 bytes (nvcc 13.0); uncapped it takes
+// 126 registers to hoist shared loads, which would halve the blocks in flight.
+__global__ void __launch_bounds__(kThreads, 7)
+    dual_store_bound_kernel(DualArgs a, int kpad, bool vec) {
+  extern __shared__ __align__(16) float smem[];
+  const int n = blockIdx.z >> 1;
+  float* xs = smem;
+  float* ws = smem + kWindowFloats;
+  if ((blockIdx.z & 1) == 0) {
+    if (a.s[0].c == 3) {
+      store_bound_block<3, 0>(a, n, kpad, vec, xs, ws);
+    } else {
+      store_bound_block<1, 0>(a, n, kpad, vec, xs, ws);
+    }
+  } else if (a.s[1].c == 3) {
+    store_bound_block<3, 1>(a, n, kpad, vec, xs, ws);
+  } else {
+    store_bound_block<1, 1>(a, n, kpad, vec, xs, ws);
+  }
+}
+
+}  // namespace
+
+bool dual_store_bound_supports(const DualArgs& a) {
+  const int kpad = gpu100::round_up(a.k, kKg);
+  const size_t smem = (size_t(kWindowFloats) + size_t(kMaxC) * 9 * kpad) * sizeof(float);
+  auto c_ok = [](int c) { return c == 1 || c == 3; };
+  return a.r == 3 && a.sw == 3 && a.stride == 1 && a.pad == 1 && c_ok(a.s[0].c) && c_ok(a.s[1].c) &&
+         smem <= size_t(kSmemBytes) && 2 * int64_t(a.n) <= 65535 &&
+         gpu100::ceil_div(a.p, kTileP) <= 65535;
+}
+
+void launch_dual_store_bound(const DualArgs& a, cudaStream_t stream) {
+  if (!dual_store_bound_supports(a)) {
+    // Any other layer (filter, stride, padding, C): v3's general kernel computes it.
+    launch_dual_regblock(a, stream);
+    return;
+  }
+  const int kpad = gpu100::round_up(a.k, kKg);
+  const size_t smem = (size_t(kWindowFloats) + size_t(kMaxC) * 9 * kpad) * sizeof(float);
+  const bool vec = a.q % 4 == 0;
+  const dim3 grid(gpu100::ceil_div(a.q, kTileQ), gpu100::ceil_div(a.p, kTileP), 2 * a.n);
+  const dim3 block(kTx, kTy);
+  dual_store_bound_kernel<<<grid, block, smem, stream>>>(a, kpad, vec);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace capstone::detail
