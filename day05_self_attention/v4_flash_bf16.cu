@@ -333,8 +333,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
 
   // ---- epilogue: O / l in bf16, staged through the warp's own Q rows, 16-byte stores ----
-  // (Each warp read only its own Q rows, before the loop, so no other warp touches them now; the
-  // 4-byte stores of a quad's 8 rows fall in 32 distinct banks: row stride kLd / 2 = 4 (mod 32).)
+  // (Each warp reads only its own Q rows, so no other warp touches them; the __syncwarp orders
+  // this warp's last ldmatrix of Q before its lanes overwrite those rows. The 4-byte stores of a
+  // quad's 8 rows fall in 32 distinct banks: row stride kLd / 2 = 4 (mod 32).)
+  __syncwarp();
 #pragma unroll
   for (int i = 0; i < kMT; ++i) {
 #pragma unroll
