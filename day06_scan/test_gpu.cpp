@@ -16,8 +16,9 @@ namespace {
 
 // 1; around a warp; around the tiles of every variant (256, 512, 1024, 2048, 4096, 8192
 // elements); many tiles + 7; 2^24 + 3 (2049 v6 tiles, three levels of v4's tile sums at 2048).
-const std::vector<int64_t> kSizes = {1,    31,   32,   33,   255,  257,  511,    513,
-                                     1023, 1025, 2047, 2049, 4095, 4097, 8191, 8193, 409607, (1 << 24) + 3};
+const std::vector<int64_t> kSizes = {1,    31,   32,   33,   255,    257,
+                                     511,  513,  1023, 1025, 2047,   2049,
+                                     4095, 4097, 8191, 8193, 409607, (1 << 24) + 3};
 
 void sync_check() {
   CUDA_CHECK(cudaPeekAtLastError());
