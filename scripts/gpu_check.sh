@@ -36,33 +36,8 @@ ctest_rc=$?
 note "ctest: $(grep -E 'tests passed|tests failed' "$logs/ctest.log" | tail -n1) (rc $ctest_rc)"
 grep -E '\(Failed\)|\(Skipped\)|Not Run' "$logs/ctest.log" | sed 's/^/  /' | tee -a "$summary"
 
-if command -v compute-sanitizer >/dev/null 2>&1; then
-  # One binary per background job (each runs its four tools in turn); the GPU has room for all.
-  sanitize_one() {
-    local bin=$1 tool log rc errs bad=0
-    for tool in memcheck racecheck synccheck initcheck; do
-      log="$logs/sanitize_$(basename "$bin")_$tool.log"
-      # API errors are provoked on purpose by the error-path tests (and checked there).
-      # Small sizes (GPU100_TEST_MAX_N) and no timing tests: the tools slow kernels 10-100x.
-      GPU100_TEST_MAX_N=70000 timeout 400 compute-sanitizer --tool "$tool" --report-api-errors no \
-        --error-exitcode 99 "$bin" '~[timing]' >"$log" 2>&1
-      rc=$?
-      errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n1)
-      echo "sanitize $(basename "$bin") $tool: rc $rc, ${errs:-no summary}" >>"$log.result"
-      [ $rc -eq 0 ] || bad=1
-    done
-    return $bad
-  }
-  pids=()
-  for bin in build/*/*_tests_gpu; do
-    sanitize_one "$bin" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || san_rc=1; done
-  cat "$logs"/*.result | sort | tee -a "$summary"
-else
-  note "sanitize: compute-sanitizer not found, skipped"
-fi
+./scripts/sanitize.sh "$logs" build | tee -a "$summary"
+san_rc=${PIPESTATUS[0]}
 
 fi
 

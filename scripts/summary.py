@@ -4,9 +4,10 @@ ceiling or to the library, and whether every verified row passed.
 
   scripts/summary.py [results/h100]
 
-For memory-bound days the figure is the best own kernel's % of the copy ceiling (library rows
-excluded); for GEMM and scan it is also the best ratio to each library row. Only the Python 3
-standard library is used.
+Per results file: the best own kernel's % of the copy ceiling (for the capstone, of its bytes floor;
+library and floor rows excluded), the best ratio to each library row a day compares with, and,
+where no library row exists, the best TFLOP/s (attention). Only the Python 3 standard library is
+used.
 """
 import json
 import pathlib
@@ -21,13 +22,15 @@ def summarize(path):
     checked = [c for c in data["cases"] if c.get("ok") is not None]
     failed = [c["variant"] for c in checked if not c["ok"]]
     libraries = {c["library"] for c in data["cases"] if c.get("library")}
-    gpu_rows = [c for c in cases if not c["variant"].startswith(("cpu", "h2d", "d2h", "fp32_fma"))
-                and c["variant"] not in libraries]
+    gpu_rows = [c for c in cases
+                if not c["variant"].startswith(("cpu", "h2d", "d2h", "fp32_fma", "bytes_floor", "cudnn", "cublas", "cub_"))
+                and c["variant"] not in libraries and c.get("ok") is not False]
     parts = []
     best_pct = max((c for c in gpu_rows if c.get("pct_of_ceiling") is not None and c.get("gbps")),
                    key=lambda c: c["pct_of_ceiling"], default=None)
     if best_pct is not None:
-        parts.append(f"{best_pct['variant']} ({best_pct['precision']}) {best_pct['pct_of_ceiling']:.1f}% of the copy ceiling")
+        what = "bytes floor" if data["day"].startswith("capstone") else "copy ceiling"
+        parts.append(f"{best_pct['variant']} ({best_pct['precision']}) {best_pct['pct_of_ceiling']:.1f}% of the {what}")
     best_ratio = {}
     for c in gpu_rows:
         r = c.get("ratio_vs_library")
@@ -36,11 +39,15 @@ def summarize(path):
         key = c["library"]
         if key not in best_ratio or r > best_ratio[key]["ratio_vs_library"]:
             best_ratio[key] = c
-    if data["day"].startswith(("day04", "day06")):  # judged against their libraries
-        for _, c in sorted(best_ratio.items()):
-            parts.append(f"{c['variant']} ({c['precision']}) {c['ratio_vs_library']:.2f}x {c['library']}")
+    for _, c in sorted(best_ratio.items()):
+        parts.append(f"{c['variant']} ({c['precision']}) {c['ratio_vs_library']:.2f}x {c['library']}")
+    if not best_ratio or data["day"].startswith("day05"):
+        best_tflops = max((c for c in gpu_rows if c.get("tflops") is not None),
+                          key=lambda c: c["tflops"], default=None)
+        if best_tflops is not None and best_pct is None:
+            parts.append(f"{best_tflops['variant']} ({best_tflops['precision']}) {best_tflops['tflops']:.1f} TFLOP/s")
     verdict = "PASS" if not failed else "FAIL (" + ", ".join(failed) + ")"
-    return data["day"], data["git"], "; ".join(parts) or "-", f"{len(checked) - len(failed)}/{len(checked)} {verdict}"
+    return path.stem, data["git"], "; ".join(parts) or "-", f"{len(checked) - len(failed)}/{len(checked)} {verdict}"
 
 
 def main():
