@@ -18,6 +18,7 @@ if ! command -v compute-sanitizer >/dev/null 2>&1; then
 fi
 tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
 export GPU100_TEST_MAX_N=${GPU100_TEST_MAX_N:-70000}
+export GPU100_SANITIZE=1  # the tests skip the cuDNN rows (see common/catch.hpp)
 
 sanitize_one() {
   local bin=$1 tool log rc errs bad=0

@@ -53,4 +53,12 @@ inline std::vector<int64_t> test_sizes(std::vector<int64_t> sizes) {
   return kept;
 }
 
+// True under scripts/sanitize.sh ($GPU100_SANITIZE set). The tests then skip the library rows
+// (cuDNN): the sanitizers check this project's kernels, and cudnnFind* times every algorithm,
+// which under initcheck took longer than the whole run's time limit on the H100.
+inline bool sanitizer_run() {
+  const char* v = std::getenv("GPU100_SANITIZE");
+  return v != nullptr && *v != '\0' && *v != '0';
+}
+
 }  // namespace gpu100
