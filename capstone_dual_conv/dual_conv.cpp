@@ -395,24 +395,23 @@ void DualConv2d::forward(const InputTensor& rgb, const InputTensor& depth, void*
   for (int i = 0; i < 2; ++i) {
     State::Stream& st = state_->s[i];
     float* y = static_cast<float*>(out[i]);
-    const detail::ConvGeometry g{b.n,      shape_.c(i), b.h,           b.w,       shape_.k,
-                                 shape_.r, shape_.s,    shape_.stride, shape_.pad};
+    // One stream's convolution, as day08 describes it (for cuDNN and for day08's own kernels).
+    day08::ConvShape cs;
+    cs.n = b.n, cs.c = shape_.c(i), cs.h = b.h, cs.w = b.w, cs.k = shape_.k, cs.r = shape_.r;
+    cs.s = shape_.s, cs.stride = shape_.stride, cs.pad = shape_.pad, cs.dilation = 1;
     const int64_t pq = int64_t(P) * Q;
     bool affine_done = false;
     if (impl_ == Impl::kCudnnFused) {
       // BN folded into W and b (whatever the layer's BnMode): y = act(conv(x, W') + b').
-      state_->cudnn_for(i).conv_bias_act(g, a.s[i].x, st.wf.data(), st.beta.data(),
+      state_->cudnn_for(i).conv_bias_act(cs, a.s[i].x, st.wf.data(), st.beta.data(),
                                          act_ == Activation::kRelu ? 1 : 0, y, st_of[i]);
       if (act_ == Activation::kSilu)
         detail::launch_activation(y, b.n * shape_.k * pq, act, st_of[i]);
       continue;
     }
     if (use_cudnn) {
-      state_->cudnn_for(i).conv(g, a.s[i].x, a.s[i].w, y, st_of[i]);
+      state_->cudnn_for(i).conv(cs, a.s[i].x, a.s[i].w, y, st_of[i]);
     } else {
-      day08::ConvShape cs;
-      cs.n = b.n, cs.c = shape_.c(i), cs.h = b.h, cs.w = b.w, cs.k = shape_.k, cs.r = shape_.r;
-      cs.s = shape_.s, cs.stride = shape_.stride, cs.pad = shape_.pad, cs.dilation = 1;
       // With alpha = 1 (no BN, or BN folded) the bias goes into day08's own epilogue.
       const bool bias_only = st.has_affine && (fold || !st.has_bn);
       day08::conv2d_forward("best_fp32", cs, a.s[i].x, a.s[i].w,

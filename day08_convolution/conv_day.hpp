@@ -76,7 +76,8 @@ void conv2d_v5_implicit_gemm_tf32(const ConvShape&, const float*, const float*, 
 // cudnnFindConvolutionForwardAlgorithm picks, then cudnnAddTensor for the bias. The first call for
 // a shape finds the algorithm and allocates the workspace (once, kept for later calls); later calls
 // only launch. fp32: CUDNN_FMA_MATH (no tensor cores); tf32: CUDNN_TENSOR_OP_MATH, which lets
-// cuDNN use TF32 for fp32 data. Without cuDNN they throw std::runtime_error.
+// cuDNN use TF32 for fp32 data. Without cuDNN they throw std::runtime_error. The set-up is
+// CudnnConvPlan (cudnn_conv_plan.hpp), which the capstone's cuDNN rows share.
 bool have_cudnn();
 void conv2d_cudnn_fp32(const ConvShape&, const float*, const float*, const float*, float*,
                        cudaStream_t);

@@ -3,6 +3,8 @@
 // cudnnFindConvolutionForwardAlgorithm to time every forward algorithm, keeps the fastest one
 // that obeys the math mode, and allocates its workspace; later calls only launch (so the timed
 // loop allocates nothing). Without cuDNN the launchers throw and the binary skips their rows.
+// That set-up (descriptors, cudnnFind, the choice) is day08::CudnnConvPlan, defined here and
+// declared in cudnn_conv_plan.hpp so that the capstone's cuDNN rows use the same code.
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +19,7 @@
 
 #include "common/cudnn_check.hpp"
 #include "common/device_buffer.hpp"
+#include "cudnn_conv_plan.hpp"
 #endif
 
 namespace day08 {
@@ -48,6 +51,111 @@ const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
   }
 }
 
+const char* math_name(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH ? "tensor-op math"
+         : m == CUDNN_FMA_MATH     ? "FMA math"
+                                   : "default math";
+}
+
+}  // namespace
+
+// ---- CudnnConvPlan (cudnn_conv_plan.hpp): the set-up shared with the capstone -------------------
+
+CudnnConvPlan::Descriptors::~Descriptors() {
+  if (x != nullptr) cudnnDestroyTensorDescriptor(x);
+  if (y != nullptr) cudnnDestroyTensorDescriptor(y);
+  if (bias != nullptr) cudnnDestroyTensorDescriptor(bias);
+  if (w != nullptr) cudnnDestroyFilterDescriptor(w);
+  if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+}
+
+CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick pick,
+                             cudaStream_t stream) {
+  const int P = s.p(), Q = s.q();
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_.x));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_.y));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_.bias));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&d_.w));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_.conv));
+  CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(d_.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
+  CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(d_.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.k, P, Q));
+  CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(d_.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.k, 1, 1));
+  CUDNN_CHECK(
+      cudnnSetFilter4dDescriptor(d_.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d_.conv, s.pad, s.pad, s.stride, s.stride, s.dilation,
+                                              s.dilation, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT));
+  // fp32 means fp32: FMA math forbids TF32 tensor-core algorithms; tensor-op math allows them.
+  const cudnnMathType_t math = pick == CudnnPick::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, math));
+  int dims[4];
+  CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d_.conv, d_.x, d_.w, 4, dims));
+  if (dims[0] != s.n || dims[1] != s.k || dims[2] != P || dims[3] != Q) {
+    throw std::runtime_error("cuDNN: output shape differs from day08's");
+  }
+  // cudnnFind runs every algorithm once on scratch buffers it allocates, on the handle's stream,
+  // and returns them sorted by time, fastest first.
+  CUDNN_CHECK(cudnnSetStream(handle, stream));
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int n_out = 0;
+  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, d_.x, d_.w, d_.conv, d_.y,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n_out, perf));
+  int best = -1;
+  if (pick == CudnnPick::kFp32NotTensorOp) {
+    // The capstone's rule: the fastest one that is not tensor-op math, in one pass.
+    for (int i = 0; i < n_out && best < 0; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType != CUDNN_TENSOR_OP_MATH) {
+        best = i;
+      }
+    }
+  } else {
+    // day08's rule: the fp32 row takes the fastest FMA-math one (no tensor cores); only if there
+    // is none, the fastest default-math one (its note says so). The tf32 row takes the fastest.
+    const bool tf32 = pick == CudnnPick::kTf32;
+    for (int pass = 0; pass < 2 && best < 0; ++pass) {
+      for (int i = 0; i < n_out && best < 0; ++i) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (!tf32 && perf[i].mathType != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH)) {
+          continue;
+        }
+        best = i;
+      }
+    }
+  }
+  if (best < 0) throw CudnnNoAlgorithm("cuDNN: no forward algorithm for " + to_string(s));
+  algo_ = perf[best].algo;
+  // day08 launches with the math type cudnnFind timed the algorithm with; the capstone keeps the
+  // descriptor in FMA math (as it was measured).
+  if (pick != CudnnPick::kFp32NotTensorOp) {
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, perf[best].mathType));
+  }
+  found_workspace_bytes_ = perf[best].memory;
+  choice_ = fmt::format("{} ({}, workspace {:.1f} MB)", algo_name(algo_),
+                        math_name(perf[best].mathType), perf[best].memory / 1e6);
+}
+
+void CudnnConvPlan::forward(cudnnHandle_t handle, const float* x, const float* w, float* y,
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+  CUDNN_CHECK(cudnnSetStream(handle, stream));
+  const float one = 1.f, zero = 0.f;
+  CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d_.x, x, d_.w, w, d_.conv, algo_, workspace,
+                                      workspace_bytes, &zero, d_.y, y));
+}
+
+size_t CudnnConvPlan::workspace_bytes(cudnnHandle_t handle, cudnnConvolutionFwdAlgo_t algo) const {
+  size_t bytes = 0;
+  CUDNN_CHECK(
+      cudnnGetConvolutionForwardWorkspaceSize(handle, d_.x, d_.w, d_.conv, d_.y, algo, &bytes));
+  return bytes;
+}
+
+// ---- day08's cudnn_fp32 / cudnn_tf32 rows -------------------------------------------------------
+
+namespace {
+
 cudnnHandle_t handle() {
   thread_local struct Owner {
     cudnnHandle_t h = nullptr;
@@ -59,20 +167,14 @@ cudnnHandle_t handle() {
   return owner.h;
 }
 
+// A day08 row's plan: the shared cuDNN set-up (cudnn_conv_plan.hpp) and the workspace its
+// algorithm needs, allocated once with the plan.
 struct Plan {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  cudnnConvolutionFwdAlgo_t algo{};
+  CudnnConvPlan conv;
   gpu100::DeviceBuffer<char> workspace;
-  std::string choice;
-  ~Plan() {
-    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
-    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
-    if (bias != nullptr) cudnnDestroyTensorDescriptor(bias);
-    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
-    if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
-  }
+  Plan(const ConvShape& s, bool tf32, cudaStream_t stream)
+      : conv(handle(), s, tf32 ? CudnnPick::kTf32 : CudnnPick::kFp32Fma, stream),
+        workspace(conv.found_workspace_bytes()) {}
 };
 
 std::string key_of(const ConvShape& s, bool tf32) {
@@ -92,57 +194,7 @@ std::map<std::string, std::unique_ptr<Plan>>& plans() {
 Plan& plan_for(const ConvShape& s, bool tf32, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(plans_mutex());
   auto& slot = plans()[key_of(s, tf32)];
-  if (slot) return *slot;
-  auto p = std::make_unique<Plan>();
-  const int P = s.p(), Q = s.q();
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->bias));
-  CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
-  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv));
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.k, P, Q));
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.k, 1, 1));
-  CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s));
-  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, s.pad, s.pad, s.stride, s.stride, s.dilation,
-                                              s.dilation, CUDNN_CROSS_CORRELATION,
-                                              CUDNN_DATA_FLOAT));
-  const cudnnMathType_t math = tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, math));
-  int n_out = 0, dims[4];
-  CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(p->conv, p->x, p->w, 4, dims));
-  if (dims[0] != s.n || dims[1] != s.k || dims[2] != P || dims[3] != Q) {
-    throw std::runtime_error("cuDNN: output shape differs from day08's");
-  }
-  cudnnHandle_t h = handle();
-  CUDNN_CHECK(cudnnSetStream(h, stream));
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
-                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n_out, perf));
-  // The results are sorted by time, fastest first. The fp32 row takes the fastest FMA-math one
-  // (no tensor cores); only if there is none, the fastest default-math one (its note says so).
-  int best = -1;
-  for (int pass = 0; pass < 2 && best < 0; ++pass) {
-    for (int i = 0; i < n_out && best < 0; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-      if (!tf32 && perf[i].mathType != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH)) continue;
-      best = i;
-    }
-  }
-  if (best < 0) throw std::runtime_error("cuDNN: no forward algorithm for " + to_string(s));
-  p->algo = perf[best].algo;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, perf[best].mathType));
-  p->workspace = gpu100::DeviceBuffer<char>(perf[best].memory);
-  p->choice = fmt::format("{} ({}, workspace {:.1f} MB)", algo_name(p->algo),
-                          perf[best].mathType == CUDNN_TENSOR_OP_MATH ? "tensor-op math"
-                          : perf[best].mathType == CUDNN_FMA_MATH     ? "FMA math"
-                                                                      : "default math",
-                          perf[best].memory / 1e6);
-  slot = std::move(p);
+  if (!slot) slot = std::make_unique<Plan>(s, tf32, stream);
   return *slot;
 }
 
@@ -151,11 +203,11 @@ void run(const ConvShape& s, bool tf32, const float* x, const float* w, const fl
   check_conv_args(s);
   Plan& p = plan_for(s, tf32, stream);
   cudnnHandle_t h = handle();
-  CUDNN_CHECK(cudnnSetStream(h, stream));
-  const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionForward(h, &one, p.x, x, p.w, w, p.conv, p.algo, p.workspace.data(),
-                                      p.workspace.bytes(), &zero, p.y, y));
-  if (bias != nullptr) CUDNN_CHECK(cudnnAddTensor(h, &one, p.bias, bias, &one, p.y, y));
+  p.conv.forward(h, x, w, y, p.workspace.data(), p.workspace.bytes(), stream);
+  const float one = 1.f;
+  if (bias != nullptr) {
+    CUDNN_CHECK(cudnnAddTensor(h, &one, p.conv.bias_desc(), bias, &one, p.conv.y_desc(), y));
+  }
 }
 
 }  // namespace
@@ -174,7 +226,7 @@ void conv2d_cudnn_tf32(const ConvShape& s, const float* x, const float* w, const
 std::string cudnn_choice(const ConvShape& s, bool tf32) {
   std::lock_guard<std::mutex> lock(plans_mutex());
   auto it = plans().find(key_of(s, tf32));
-  return it == plans().end() || !it->second ? std::string() : it->second->choice;
+  return it == plans().end() || !it->second ? std::string() : it->second->conv.choice();
 }
 
 #else  // no cuDNN: the rows say so

@@ -1,0 +1,98 @@
+#pragma once
+// day08::CudnnConvPlan: one cuDNN forward convolution (NCHW fp32 input, KCRS fp32 filters, NKPQ
+// fp32 output) planned once: its descriptors, the algorithm cudnnFindConvolutionForwardAlgorithm
+// picks, and the workspace that algorithm needs. day08's cudnn_fp32 / cudnn_tf32 rows
+// (cudnn_baselines.cpp) and the capstone's cuDNN rows both build on it, so the set-up is written
+// once. The caller owns the cuDNN handle and the workspace buffer (day08 keeps one handle per
+// thread, the capstone one per stream), and adds whatever else it launches (cudnnAddTensor for a
+// bias, cudnnConvolutionBiasActivationForward) through the descriptor accessors.
+//
+// Only for targets built with cuDNN (GPU100_HAVE_CUDNN, set by linking gpu100::cudnn, which
+// day08::conv does publicly when cuDNN is found): include it under #if GPU100_HAVE_CUDNN.
+#if !GPU100_HAVE_CUDNN
+#error "cudnn_conv_plan.hpp needs cuDNN: include it only under #if GPU100_HAVE_CUDNN"
+#endif
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "conv.hpp"
+
+namespace day08 {
+
+// How the algorithm is taken from cudnnFind's list (sorted by time, fastest first). Each value
+// is the exact procedure its caller's rows were measured with, so sharing the code changed none.
+enum class CudnnPick {
+  // day08 cudnn_fp32. Descriptor in CUDNN_FMA_MATH (no tensor cores); the fastest FMA-math
+  // result, or if there is none the fastest default-math one; the launch uses that result's math.
+  kFp32Fma,
+  // day08 cudnn_tf32. Descriptor in CUDNN_TENSOR_OP_MATH (cuDNN may use TF32 for fp32 data); the
+  // fastest result of any math; the launch uses that result's math.
+  kTf32,
+  // The capstone (fp32 as PyTorch with allow_tf32 off). Descriptor in CUDNN_FMA_MATH; the fastest
+  // result whose math is not CUDNN_TENSOR_OP_MATH; the descriptor stays in FMA math.
+  kFp32NotTensorOp,
+};
+
+// Thrown when cudnnFind returns no algorithm that the pick accepts (what(): "cuDNN: no forward
+// algorithm for <shape>").
+class CudnnNoAlgorithm : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CudnnConvPlan {
+ public:
+  // Builds the descriptors for `s` (x [n,c,h,w], w [k,c,r,s], y [n,k,p,q], bias [1,k,1,1], the
+  // convolution with s's padding, stride and dilation), checks that cuDNN's output shape is
+  // s.p() x s.q(), and runs cudnnFindConvolutionForwardAlgorithm on `stream` (it times every
+  // algorithm on scratch buffers it allocates: slow, call it outside timed loops). Throws
+  // gpu100::CudnnError on a failed cuDNN call and CudnnNoAlgorithm as above.
+  CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick pick, cudaStream_t stream);
+  ~CudnnConvPlan() = default;
+  CudnnConvPlan(const CudnnConvPlan&) = delete;
+  CudnnConvPlan& operator=(const CudnnConvPlan&) = delete;
+
+  // y = conv(x, w) with the chosen algorithm (cudnnConvolutionForward, alpha 1, beta 0), on
+  // `stream` (set on the handle first). workspace: at least found_workspace_bytes() bytes.
+  void forward(cudnnHandle_t handle, const float* x, const float* w, float* y, void* workspace,
+               size_t workspace_bytes, cudaStream_t stream) const;
+
+  cudnnConvolutionFwdAlgo_t algo() const { return algo_; }
+  // The workspace cudnnFind reported for the chosen algorithm.
+  size_t found_workspace_bytes() const { return found_workspace_bytes_; }
+  // cudnnGetConvolutionForwardWorkspaceSize for any algorithm on these descriptors (the capstone
+  // sizes one workspace for its own choice and for the fused path's IMPLICIT_PRECOMP_GEMM).
+  size_t workspace_bytes(cudnnHandle_t handle, cudnnConvolutionFwdAlgo_t algo) const;
+  // "IMPLICIT_PRECOMP_GEMM (FMA math, workspace 0.0 MB)": what the binaries print.
+  const std::string& choice() const { return choice_; }
+
+  cudnnTensorDescriptor_t x_desc() const { return d_.x; }
+  cudnnFilterDescriptor_t w_desc() const { return d_.w; }
+  cudnnTensorDescriptor_t y_desc() const { return d_.y; }
+  cudnnTensorDescriptor_t bias_desc() const { return d_.bias; }
+  cudnnConvolutionDescriptor_t conv_desc() const { return d_.conv; }
+
+ private:
+  // The descriptors in their own RAII member, so a constructor that throws half-way still
+  // destroys the ones it created.
+  struct Descriptors {
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    Descriptors() = default;
+    Descriptors(const Descriptors&) = delete;
+    Descriptors& operator=(const Descriptors&) = delete;
+    ~Descriptors();
+  };
+  Descriptors d_;
+  cudnnConvolutionFwdAlgo_t algo_{};
+  size_t found_workspace_bytes_ = 0;
+  std::string choice_;
+};
+
+}  // namespace day08
