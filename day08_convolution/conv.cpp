@@ -137,6 +137,9 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
       {"f5_register_tiled",
        "4 x 8 outputs per thread, float4 loads and stores, tile + halo in shared memory",
        filter2d_f5_register_tiled},
+      {"f6_pipelined",
+       "f5 in persistent blocks, input tile double-buffered by cp.async (load t+1 || compute t)",
+       filter2d_f6_pipelined},
   };
   return v;
 }

@@ -46,6 +46,7 @@ void filter2d_f2_constant_mask(const float*, const float*, int, int, int, float*
 void filter2d_f3_in_tile(const float*, const float*, int, int, int, float*, cudaStream_t);
 void filter2d_f4_cached_halo(const float*, const float*, int, int, int, float*, cudaStream_t);
 void filter2d_f5_register_tiled(const float*, const float*, int, int, int, float*, cudaStream_t);
+void filter2d_f6_pipelined(const float*, const float*, int, int, int, float*, cudaStream_t);
 struct Filter2dVariant {
   const char* name;
   const char* description;

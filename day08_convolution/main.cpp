@@ -2,7 +2,8 @@
 //
 // Versions (kernels in conv1d.cu, filter2d.cu, conv2d_v1_direct.cu ... conv2d_v5_*.cu):
 //   1D    c1_naive, c2_constant_mask, c3_smem_halo                  (--n1d, --mask1d)
-//   2D    f1_naive, f2_constant_mask, f3_in_tile, f4_cached_halo, f5_register_tiled
+//   2D    f1_naive, f2_constant_mask, f3_in_tile, f4_cached_halo, f5_register_tiled,
+//         f6_pipelined
 //         at every --filter-sizes mask width on one --image           (GB/s, % of copy ceiling)
 //   conv  v1_direct, v2_smem_tiled, v3_im2col_gemm, v4_implicit_gemm, v5_implicit_gemm_tf32,
 //         cudnn_fp32, cudnn_tf32                                    (TFLOP/s, GB/s, x cuDNN)
