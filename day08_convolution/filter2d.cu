@@ -8,20 +8,21 @@
 //                      about once per tile, but (1 - (32 - 2r)^2 / 32^2) of the threads idle.
 //   f4_cached_halo     PMPP's L1-cached halo: a 32 x 32 block loads only its own tile, every
 //                      thread computes, and the halo taps read global memory (mostly L1 hits).
-//   f5_register_tiled  a thread computes 4 x 8 outputs; 128 x 64 tile + halo staged in shared
+//   f5_register_tiled  a thread computes 4 x 4 outputs; 128 x 32 tile + halo staged in shared
 //                      memory with float4 loads, read back as float4, float4 stores; the mask in
 //                      registers (no constant-memory upload before the launch). Fewer threads,
 //                      fewer instructions per output, 16-byte memory transactions: the variant
 //                      that is meant to run at the copy ceiling.
-//   f6_pipelined       f5's tile and compute, but persistent blocks (SMs x resident blocks per
-//                      SM) loop over the tiles with the input window double-buffered through
-//                      16-byte cp.async: the copies of tile t + 1 fly while tile t is computed,
-//                      so the memory pipe no longer idles through a block's compute phase (f5
-//                      alternates whole-block load and compute phases). Prediction: the bytes of
-//                      f5 (H*W*4 read + H*W*4 written, plus the halo re-reads, mostly L2 hits);
-//                      the gain is the overlap of tile t + 1's load with tile t's compute, most
-//                      at 5x5 and 7x7. Cost: twice the shared memory (dynamic, 70-76 KB per
-//                      block). Only for w % 4 == 0 and 16-byte aligned x, y; otherwise f6 runs f5.
+//   f6_pipelined       f5's compute, but persistent blocks (SMs x resident blocks per SM) loop
+//                      over 128 x 128 tiles (4 x 16 outputs per thread) with the input window
+//                      double-buffered through 16-byte cp.async: the copies of tile t + 1 fly
+//                      while tile t is computed, so the memory pipe no longer idles through a
+//                      block's compute phase (f5 alternates whole-block load and compute phases).
+//                      Prediction: the bytes of f5 (H*W*4 read + H*W*4 written, plus fewer halo
+//                      re-reads, mostly L2 hits); the gain is the overlap of tile t + 1's load
+//                      with tile t's compute, most at 5x5 and 7x7. Cost: two 134-140-row windows
+//                      of shared memory (dynamic, 142-146 KB: one block of 8 warps per SM). Only
+//                      for w % 4 == 0 and 16-byte aligned x, y; otherwise f6 runs f5.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -141,11 +142,16 @@ __global__ void filter_cached_halo_kernel(const float* __restrict__ in, int h, i
   out[size_t(row) * w + col] = acc;
 }
 
-// f5 / f6 tiling: 32 x 8 threads, each 4 columns x 8 rows: a 128 x 64 output tile per block. The
-// shared tile holds rows [y0 - r, y0 + 64 + r) and columns [x0 - 4, x0 + 132): a 4-column halo on
-// each side (enough for r <= 4, and it keeps every float4 16-byte aligned).
-constexpr int kF5Tx = 32, kF5Ty = 8, kF5Cols = 4, kF5Rows = 8;
-constexpr int kF5TileW = kF5Tx * kF5Cols, kF5TileH = kF5Ty * kF5Rows;  // 128 x 64
+// f5 / f6 tiling: 32 x 8 threads, each 4 columns x RPT rows: a 128 x (8 RPT) output tile per
+// block. The shared tile holds rows [y0 - r, y0 + 8 RPT + r) and columns [x0 - 4, x0 + 132): a
+// 4-column halo on each side (enough for r <= 4, and it keeps every float4 16-byte aligned).
+// Rows per thread, measured on the H100 at 8192^2 (RPT 4, 8, 16): f5 wants short tiles (4 rows,
+// 32 registers, 8 blocks per SM: its blocks take turns loading and computing, so more of them
+// keep more loads in flight); f6 wants tall ones (16 rows: less halo re-read per output, and a
+// compute phase long enough to hide the next tile's copies).
+constexpr int kF5Tx = 32, kF5Ty = 8, kF5Cols = 4, kF5Rows = 4, kF6Rows = 16;
+constexpr int kF5TileW = kF5Tx * kF5Cols;                              // 128 columns
+constexpr int kF5TileH = kF5Ty * kF5Rows, kF6TileH = kF5Ty * kF6Rows;  // 32 and 128 rows
 constexpr int kF5Halo = 4, kF5Pitch = kF5TileW + 2 * kF5Halo;          // 136 floats
 
 // Every f5 / f6 thread loads the R x R mask once: every lane reads the same address (one
@@ -158,34 +164,34 @@ __device__ __forceinline__ void load_mask_regs(const float* __restrict__ mask, f
 }
 
 // The compute + store phase shared by f5 and f6, for the output tile at (y0, x0) whose input
-// window (rows [y0 - r, y0 + 64 + r), columns [x0 - 4, x0 + 132), zero outside the image) is in
+// window (rows [y0 - r, y0 + 8 RPT + r), columns [x0 - 4, x0 + 132), zero outside the image) is in
 // shared memory at `tile` (row pitch kF5Pitch). Thread (tx, ty) owns columns x0 + 4tx .. +3 and
-// rows y0 + 8ty .. +7. It walks the 8 + 2r input rows it needs once; each row is 3 float4 reads of
-// shared memory (a warp reads 512 contiguous bytes: no bank conflicts) and feeds every output row
-// it touches. kVec: float4 stores (w % 4 == 0 and a 16-byte aligned y).
-template <int R, bool kVec>
+// rows y0 + RPT ty .. + RPT - 1. It walks the RPT + 2r input rows it needs once; each row is 3
+// float4 reads of shared memory (a warp reads 512 contiguous bytes: no bank conflicts) and feeds
+// every output row it touches. kVec: float4 stores (w % 4 == 0 and a 16-byte aligned y).
+template <int R, int RPT, bool kVec>
 __device__ __forceinline__ void compute_store_tile(const float* tile, const float (&m)[R * R],
                                                    int h, int w, int y0, int x0,
                                                    float* __restrict__ out) {
   constexpr int r = R / 2;
   static_assert(r <= kF5Halo, "the column halo must cover the mask radius");
   const int tx = threadIdx.x, ty = threadIdx.y;
-  float acc[kF5Rows][kF5Cols];
+  float acc[RPT][kF5Cols];
 #pragma unroll
-  for (int o = 0; o < kF5Rows; ++o)
+  for (int o = 0; o < RPT; ++o)
 #pragma unroll
     for (int j = 0; j < kF5Cols; ++j) acc[o][j] = 0.f;
 #pragma unroll
-  for (int i = 0; i < kF5Rows + 2 * r; ++i) {
+  for (int i = 0; i < RPT + 2 * r; ++i) {
     float win[12];
-    const float* src = tile + (ty * kF5Rows + i) * kF5Pitch + tx * kF5Cols;
+    const float* src = tile + (ty * RPT + i) * kF5Pitch + tx * kF5Cols;
 #pragma unroll
     for (int v = 0; v < 3; ++v) {
       const float4 q = *reinterpret_cast<const float4*>(src + 4 * v);
       win[4 * v] = q.x, win[4 * v + 1] = q.y, win[4 * v + 2] = q.z, win[4 * v + 3] = q.w;
     }
 #pragma unroll
-    for (int o = 0; o < kF5Rows; ++o) {
+    for (int o = 0; o < RPT; ++o) {
       const int a = i - o;  // the mask row that input row i meets for output row o
       if (a < 0 || a >= R) continue;
 #pragma unroll
@@ -196,8 +202,8 @@ __device__ __forceinline__ void compute_store_tile(const float* tile, const floa
     }
   }
 #pragma unroll
-  for (int o = 0; o < kF5Rows; ++o) {
-    const int gy = y0 + ty * kF5Rows + o, gx = x0 + tx * kF5Cols;
+  for (int o = 0; o < RPT; ++o) {
+    const int gy = y0 + ty * RPT + o, gx = x0 + tx * kF5Cols;
     if (gy >= h) break;
     float* dst = out + size_t(gy) * w + gx;
     if (kVec && gx < w) {
@@ -243,7 +249,7 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
     *reinterpret_cast<float4*>(&tile[tr][tc]) = v;
   }
   __syncthreads();  // the tile and its halo are complete before any thread computes
-  compute_store_tile<R, kVec>(&tile[0][0], m, h, w, y0, x0, out);
+  compute_store_tile<R, kF5Rows, kVec>(&tile[0][0], m, h, w, y0, x0, out);
 }
 
 // f6 (persistent, double-buffered): the input window of output tile `t` (row-major over
@@ -254,9 +260,9 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
 template <int R>
 __device__ __forceinline__ void issue_tile_copies(float* buf, const float* __restrict__ in, int h,
                                                   int w, int t, int tiles_x, int tid) {
-  constexpr int r = R / 2, kRows = kF5TileH + 2 * r, kVecPerRow = kF5Pitch / 4;
+  constexpr int r = R / 2, kRows = kF6TileH + 2 * r, kVecPerRow = kF5Pitch / 4;
   const int tile_y = t / tiles_x;
-  const int y0 = tile_y * kF5TileH, x0 = (t - tile_y * tiles_x) * kF5TileW;
+  const int y0 = tile_y * kF6TileH, x0 = (t - tile_y * tiles_x) * kF5TileW;
   for (int i = tid; i < kRows * kVecPerRow; i += kF5Tx * kF5Ty) {
     const int tr = i / kVecPerRow, tc = (i - tr * kVecPerRow) * 4;
     const int gy = y0 - r + tr, gx = x0 - kF5Halo + tc;
@@ -268,7 +274,7 @@ __device__ __forceinline__ void issue_tile_copies(float* buf, const float* __res
 
 template <int R>
 constexpr int f6_smem_bytes() {
-  return 2 * (kF5TileH + 2 * (R / 2)) * kF5Pitch * int(sizeof(float));  // two input windows
+  return 2 * (kF6TileH + 2 * (R / 2)) * kF5Pitch * int(sizeof(float));  // two input windows
 }
 
 // f6: a persistent block (grid = SMs x resident blocks per SM) walks the output tiles t =
@@ -279,7 +285,7 @@ template <int R>
 __global__ void __launch_bounds__(kF5Tx* kF5Ty)
     filter_pipelined_kernel(const float* __restrict__ in, const float* __restrict__ mask, int h,
                             int w, float* __restrict__ out, int tiles_x, int num_tiles) {
-  constexpr int kTileFloats = (kF5TileH + 2 * (R / 2)) * kF5Pitch;
+  constexpr int kTileFloats = (kF6TileH + 2 * (R / 2)) * kF5Pitch;
   extern __shared__ __align__(16) float smem[];  // [2][kRows][kF5Pitch]
   float m[R * R];
   load_mask_regs<R>(mask, m);
@@ -300,8 +306,8 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
     day04::mma::cp_async_commit();  // possibly an empty group: the wait above stays uniform
     // (3) Compute and store tile k while tile k + 1's copies are in flight.
     const int tile_y = t / tiles_x;
-    compute_store_tile<R, true>(cur, m, h, w, tile_y * kF5TileH, (t - tile_y * tiles_x) * kF5TileW,
-                                out);
+    compute_store_tile<R, kF6Rows, true>(cur, m, h, w, tile_y * kF6TileH,
+                                         (t - tile_y * tiles_x) * kF5TileW, out);
   }
 }
 
@@ -435,7 +441,7 @@ void filter2d_f6_pipelined(const float* x, const float* mask, int h, int w, int 
     return;
   }
   const int tiles_x = gpu100::ceil_div(w, kF5TileW);
-  const int num_tiles = tiles_x * gpu100::ceil_div(h, kF5TileH);
+  const int num_tiles = tiles_x * gpu100::ceil_div(h, kF6TileH);
   const dim3 block(kF5Tx, kF5Ty);
   dispatch_width(mask_width, [&](auto rc) {
     constexpr int R = decltype(rc)::value;
