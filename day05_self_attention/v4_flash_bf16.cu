@@ -3,20 +3,23 @@
 // What changed from v3: both products run on mma.sync.m16n8k16 (bf16 in, fp32 accumulate), about
 // 16x the CUDA cores' fp32 FMA rate, and the data movement is shaped for it:
 //  - each warp owns 2 m-tiles of 16 query rows, so every K / V fragment it reads from shared
-//    memory feeds two mma; its Q fragments are re-read from shared memory by ldmatrix at each
-//    k-step (FlashAttention-2's choice: the registers go to the second m-tile);
+//    memory feeds two mma; at D = 128 its Q fragments are re-read from shared memory by ldmatrix
+//    at each k-step (FlashAttention-2's choice: the registers go to the second m-tile), at D = 64
+//    they stay in registers;
 //  - S = Q K^T lands in mma accumulators whose layout (row g / g + 8, columns 2t, 2t + 1 of each
 //    8-key n-tile) is exactly the A-operand layout of the next mma, so P is converted to bf16 in
 //    registers and multiplies V with no shared-memory round trip;
-//  - K and V tiles stream through a 3-stage ring of 16-byte cp.async: tiles t + 1 and t + 2 are
-//    in flight while tile t is computed, with one __syncthreads per tile; V by ldmatrix.trans;
+//  - K and V tiles of 64 keys stream through a ring of 16-byte cp.async (kStages, 2 here): tile
+//    t + 1 is in flight while tile t is computed, with one __syncthreads per tile; V by
+//    ldmatrix.trans;
 //  - O is rescaled only when some row of the warp saw its running max move (one warp vote);
 //  - the softmax runs in the log2 domain (scale * log2 e folded into one FFMA, ex2.approx), row
 //    statistics in fp32; a lane keeps partial row sums and reduces them once at the end;
 //  - shared rows are padded by 16 bytes so the 8 row addresses of each ldmatrix phase hit 8
 //    different bank quads.
-// The costs: 228-243 registers per thread (2 blocks of 4 warps per SM), 74-87 KB of shared memory
-// per block, and every warp re-reads the whole K/V tile (and its Q rows) from shared memory.
+// The costs: 244-255 registers per thread (2 blocks of 4 warps per SM), 55-104 KB of shared memory
+// per block, and every warp re-reads the whole K/V tile (and at D = 128 its Q rows) from shared
+// memory.
 // Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16 (as FlashAttention).
 // Causal: tiles past the block's last query are never loaded, and a warp skips the mma work of a
 // tile wholly above its own rows.
@@ -72,21 +75,24 @@ struct V4Config {
 };
 
 // D = 128: FlashAttention-2's layout, 4 warps x 2 m-tiles (32 rows per warp, 128 per block), Q
-// re-read from shared memory. Per 16-deep k-step of S = Q K^T a warp issues 2 ldmatrix for Q and
-// BKV / 16 for K, then BKV / 4 mma (0.5 ldmatrix per mma at BKV = 32: the Q re-read costs what
-// the second m-tile saves; it was 0.5 for 8 warps x 1 m-tile with Q in registers); in P V each V
-// fragment feeds 2 mma (0.25 ldmatrix per mma, against 0.5). O (128 registers) and S / P (32 at
-// 32 keys) fit in 248 registers with no spill (ptxas, sm_90; 64-key tiles need 255 registers and
-// spill 104 bytes), and 128 threads x 248 registers x 2 blocks fit the register file: 8 warps
-// per SM, as before. 3 stages of 32 keys: 35 KB of Q + 3 x 17 KB of K/V = 87 KB per block.
-// Prediction: shared-memory bytes per FLOP -25%, twice the blocks' independent barriers per SM;
-// 242 -> ~290-330 TFLOP/s at S = 4096 (the 350 goal needs FA2's 64-key tile without the spill).
-using ConfigD128 = V4Config<128, 32, 4, 2, 2, false, 3>;
-// D = 64: 4 warps x 2 m-tiles, Q re-read from shared memory (frees the 32 Q registers: the
-// Q-in-registers build needed 255 registers and spilled 8 bytes; this one 232, no spill; 128-key
-// tiles spill 116 bytes). 3 stages of 64 keys: 18 KB of Q + 3 x 18 KB = 74 KB, 2 blocks per SM.
-// Prediction: 231 -> ~260-290 TFLOP/s at S = 2048 (no spill, 2 tiles in flight over L2).
-using ConfigD64 = V4Config<64, 64, 4, 2, 2, false, 3>;
+// re-read from shared memory, 64-key tiles. Per 16-deep k-step of S = Q K^T a warp issues 2
+// ldmatrix for Q and BKV / 16 = 4 for K, then BKV / 4 = 16 mma (0.375 ldmatrix per mma); in P V
+// each V fragment feeds 2 mma. O (128 registers) and S / P (64 at 64 keys) fit in 244 registers
+// with no spill only with 2 K/V stages (ptxas, sm_90a: a third stage spills 16 bytes); 128
+// threads x 244 registers x 2 blocks fit the register file. 35 KB of Q + 2 x 35 KB of K/V =
+// 104 KB per block, 2 blocks per SM. Measured on the H100 (B 8, H 16, S 4096, non-causal), one
+// A/B run per tiling, each written into the source and rebuilt: 32-key tiles with 3 stages 275
+// TFLOP/s, 64 keys with 2 stages 304, 64 keys with 3 stages (the 16-byte spill) 182, 8 warps x
+// 1 m-tile with Q in registers 239. The 64-key tile halves the barriers, cp.async waits and row
+// max/sum shuffles per key; the spill shows how little headroom 255 registers leave.
+using ConfigD128 = V4Config<128, 64, 4, 2, 2, false, 2>;
+// D = 64: 4 warps x 2 m-tiles, Q fragments kept in registers (32 of them), 64-key tiles, 2
+// stages: 255 registers with an 8-byte spill, 18 KB of Q + 2 x 18 KB of K/V = 55 KB per block.
+// Measured as above (S 2048, non-causal): 229 TFLOP/s, against 224 with Q re-read from shared
+// memory and 3 stages (228 registers, no spill), 181 with 32-key tiles, 163 with 8 warps x 1
+// m-tile: at D = 64 a k-step has only 4 Q fragments, and keeping them saves more than the
+// spill costs.
+using ConfigD64 = V4Config<64, 64, 4, 2, 2, true, 2>;
 
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
