@@ -20,8 +20,8 @@
 //                      block's compute phase (f5 alternates whole-block load and compute phases).
 //                      Prediction: the bytes of f5 (H*W*4 read + H*W*4 written, plus fewer halo
 //                      re-reads, mostly L2 hits); the gain is the overlap of tile t + 1's load
-//                      with tile t's compute, most at 5x5 and 7x7. Cost: two 134-140-row windows
-//                      of shared memory (dynamic, 142-146 KB: one block of 8 warps per SM). Only
+//                      with tile t's compute, most at 5x5 and 7x7. Cost: two 128-134-row windows
+//                      of shared memory (dynamic, 139-146 KB: one block of 8 warps per SM). Only
 //                      for w % 4 == 0 and 16-byte aligned x, y; otherwise f6 runs f5.
 #include <algorithm>
 #include <cstdint>
