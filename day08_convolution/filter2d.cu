@@ -155,8 +155,9 @@ constexpr int kF5TileH = kF5Ty * kF5Rows, kF6TileH = kF5Ty * kF6Rows;  // 32 and
 constexpr int kF5Halo = 4, kF5Pitch = kF5TileW + 2 * kF5Halo;          // 136 floats
 
 // Every f5 / f6 thread loads the R x R mask once: every lane reads the same address (one
-// broadcast per load), and ptxas keeps the values in uniform registers (the FFMAs read them as
-// UR operands), so the launch needs no constant-memory upload before it.
+// broadcast per load), and ptxas keeps the values in uniform registers (in the SASS of f5 at 8 rows
+// per thread, every FFMA reads the mask as a UR operand), so the launch needs no constant-memory
+// upload before it.
 template <int R>
 __device__ __forceinline__ void load_mask_regs(const float* __restrict__ mask, float (&m)[R * R]) {
 #pragma unroll
