@@ -69,16 +69,22 @@ void attention_v3_flash_fp32(const AttentionShape&, const float*, const float*, 
                              float*, void*, size_t, cudaStream_t);
 void attention_v4_flash_bf16(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                              const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
+// Hopper only: compiled when CMAKE_CUDA_ARCHITECTURES includes 90a (GPU100_HAVE_SM90A, from
+// day04::gemm), and listed in the registry only then; throws std::runtime_error on a GPU that is
+// not compute capability 9.0.
+void attention_v5_flash_wgmma(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                              const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
 
 // Workspace sizes and refusals ("" when the variant runs this shape; otherwise the one-line
 // reason, which the launcher also throws as std::invalid_argument).
 size_t v1_workspace_bytes(const AttentionShape& s);
 size_t v2_workspace_bytes(const AttentionShape& s);
-size_t flash_workspace_bytes(const AttentionShape& s);  // v3, v4: the row log-sum-exp
+size_t flash_workspace_bytes(const AttentionShape& s);  // v3-v5: the row log-sum-exp
 std::string v1_refusal(const AttentionShape& s);
 std::string v2_refusal(const AttentionShape& s);
 std::string v3_refusal(const AttentionShape& s);
 std::string v4_refusal(const AttentionShape& s);
+std::string v5_refusal(const AttentionShape& s);
 // v2 runs its GEMMs on this many heads at a time (all of them when the scores fit the budget).
 int64_t v2_heads_per_chunk(const AttentionShape& s);
 

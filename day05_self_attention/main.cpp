@@ -5,6 +5,8 @@
 //   v2_cublas       cuBLAS strided-batched SGEMMs + a fused one-warp-per-row online softmax
 //   v3_flash_fp32   flash attention on CUDA cores: K/V tiles through shared memory, online softmax
 //   v4_flash_bf16   FlashAttention-2 style: mma.sync + ldmatrix, Q in registers, cp.async K/V
+//   v5_flash_wgmma  FlashAttention-3 style (sm_90a builds only): wgmma, TMA producer warp,
+//   mbarriers
 // Every row is checked twice: against a double-precision CPU reference at --check-rows sampled
 // query rows (v4 against the reference on its bf16-rounded inputs), and, when v2 ran, element by
 // element against v2's whole output. Then timed: median of --iters runs after --warmup, L2
@@ -246,8 +248,8 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
         row.ratio_vs_library = library_ms / *row.ms;
         row.library = "v2_cublas";
       }
-      if (std::string(var->name) == "v4_flash_bf16" && row.tflops) {
-        verdict += fmt::format("{}v4_flash_bf16 {:.0f} TFLOP/s{}", verdict.empty() ? "" : "; ",
+      if (var->precision == day05::Precision::kBf16 && row.tflops) {
+        verdict += fmt::format("{}{} {:.0f} TFLOP/s{}", verdict.empty() ? "" : "; ", var->name,
                                *row.tflops, s.causal ? " causal" : "");
       }
       table.add(row);

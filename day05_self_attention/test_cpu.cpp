@@ -162,9 +162,17 @@ TEST_CASE("FLOPs, workspaces and the S x S budget", "[cpu]") {
   CHECK(day05::v3_refusal(shape(1, 1, 10, 2)).empty());
 }
 
-TEST_CASE("the registry lists the four variants with v2 as the library row", "[cpu]") {
+TEST_CASE("the registry lists the variants with v2 as the library row", "[cpu]") {
   const auto& vs = day05::attention_variants();
+#ifdef GPU100_HAVE_SM90A
+  REQUIRE(vs.size() == 5);  // v5 (wgmma) in sm_90a builds
+  CHECK(day05::find_variant("v5_flash_wgmma") == &vs[4]);
+  CHECK(vs[4].is_flash);
+  CHECK(vs[4].bf16 != nullptr);
+#else
   REQUIRE(vs.size() == 4);
+  CHECK(day05::find_variant("v5_flash_wgmma") == nullptr);
+#endif
   CHECK(std::strcmp(vs[0].name, "v1_naive") == 0);
   CHECK(vs[1].is_library);
   CHECK(vs[2].is_flash);
@@ -173,6 +181,6 @@ TEST_CASE("the registry lists the four variants with v2 as the library row", "[c
   CHECK(vs[3].bf16 != nullptr);
   for (int i = 0; i < 3; ++i) CHECK(vs[i].fp32 != nullptr);
   CHECK(day05::find_variant("v4_flash_bf16") == &vs[3]);
-  CHECK(day05::find_variant("v5_wgmma") == nullptr);
+  CHECK(day05::find_variant("v6_unknown") == nullptr);
   CHECK(day05::shape_label(shape(8, 16, 2048, 64, true)) == "B=8 H=16 S=2048 D=64 causal");
 }

@@ -133,11 +133,23 @@ TEST_CASE("v4_flash_bf16 matches the CPU at every small shape", "[gpu]") {
   check_matrix("v4_flash_bf16", 400);
 }
 
+TEST_CASE("v5_flash_wgmma matches the CPU at every small shape", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  if (day05::find_variant("v5_flash_wgmma") == nullptr) {
+    std::cout << "GPU100_SKIP: v5 is built only for sm_90a (CMAKE_CUDA_ARCHITECTURES=90a)"
+              << std::endl;
+    GPU100_SKIP_TEST_CASE("v5 is built only for sm_90a");
+  }
+  check_matrix("v5_flash_wgmma", 450);
+}
+
 TEST_CASE("the flash variants across many tiles and ragged tails", "[gpu]") {
   GPU100_REQUIRE_GPU();
-  // S = 777 and 1031: 13-17 K/V tiles, 7-17 query tiles, partial last tiles of both.
+  // S = 777 and 1031: 7-17 K/V tiles, 7-17 query tiles, partial last tiles of both (v5: more
+  // tiles than its K/V ring has stages, so every stage is refilled).
   uint64_t seed = 500;
-  for (const char* name : {"v3_flash_fp32", "v4_flash_bf16"}) {
+  for (const char* name : {"v3_flash_fp32", "v4_flash_bf16", "v5_flash_wgmma"}) {
+    if (day05::find_variant(name) == nullptr) continue;  // v5 outside sm_90a builds
     for (int s : {777, 1031})
       for (int d : {64, 128})
         for (bool causal : {false, true}) {
@@ -169,20 +181,23 @@ TEST_CASE("v3 and the GEMM paths take tensors that are not 16-byte aligned", "[g
   }
 }
 
-TEST_CASE("v4 refuses head dimensions other than 64 and 128 before any launch", "[gpu]") {
+TEST_CASE("v4 and v5 refuse head dimensions other than 64 and 128 before any launch", "[gpu]") {
   GPU100_REQUIRE_GPU();
-  const auto* v4 = day05::find_variant("v4_flash_bf16");
-  const auto sh = shape(1, 1, 32, 96, false);
-  gpu100::DeviceBuffer<bf16> t(static_cast<size_t>(sh.elements()));
-  gpu100::DeviceBuffer<float> ws(static_cast<size_t>(sh.rows()));
-  CHECK_THROWS_AS(
-      v4->bf16(sh, t.data(), t.data(), t.data(), t.data(), ws.data(), ws.bytes(), nullptr),
-      std::invalid_argument);
-  // A misaligned tensor is refused too (16-byte cp.async).
-  const auto ok = shape(1, 1, 32, 64, false);
-  gpu100::DeviceBuffer<bf16> u(static_cast<size_t>(ok.elements()) + 8);
-  CHECK_THROWS_AS(
-      v4->bf16(ok, u.data() + 1, u.data(), u.data(), u.data(), ws.data(), ws.bytes(), nullptr),
-      std::invalid_argument);
+  for (const char* name : {"v4_flash_bf16", "v5_flash_wgmma"}) {
+    const auto* var = day05::find_variant(name);
+    if (var == nullptr) continue;  // v5 outside sm_90a builds
+    const auto sh = shape(1, 1, 32, 96, false);
+    gpu100::DeviceBuffer<bf16> t(static_cast<size_t>(sh.elements()));
+    gpu100::DeviceBuffer<float> ws(static_cast<size_t>(sh.rows()));
+    CHECK_THROWS_AS(
+        var->bf16(sh, t.data(), t.data(), t.data(), t.data(), ws.data(), ws.bytes(), nullptr),
+        std::invalid_argument);
+    // A misaligned tensor is refused too (16-byte cp.async and TMA).
+    const auto ok = shape(1, 1, 32, 64, false);
+    gpu100::DeviceBuffer<bf16> u(static_cast<size_t>(ok.elements()) + 8);
+    CHECK_THROWS_AS(
+        var->bf16(ok, u.data() + 1, u.data(), u.data(), u.data(), ws.data(), ws.bytes(), nullptr),
+        std::invalid_argument);
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
 }

@@ -32,6 +32,7 @@
 #include "attention.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "flash_util.cuh"
 #include "mma.cuh"
 
 namespace day05 {
@@ -46,7 +47,10 @@ using day04::mma::ldmatrix_x4;
 using day04::mma::ldmatrix_x4_trans;
 using day04::mma::mma_bf16_16816;
 
-constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+using flash::fast_exp2;
+using flash::kLn2;
+using flash::kLog2e;
+using flash::pack_bf16;
 
 // The tiling of one instantiation. kD: head dimension; kBKV: keys per K/V tile; kWarps warps per
 // block, each with kMTiles m-tiles of 16 query rows; kMinBlocks: the __launch_bounds__ occupancy;
@@ -93,19 +97,6 @@ using ConfigD128 = V4Config<128, 64, 4, 2, 2, false, 2>;
 // m-tile: at D = 64 a k-step has only 4 Q fragments, and keeping them saves more than the
 // spill costs.
 using ConfigD64 = V4Config<64, 64, 4, 2, 2, true, 2>;
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));  // exp2(-inf) = +0
-  return y;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low 16 bits) = lo
-  uint32_t r;
-  memcpy(&r, &v, sizeof r);
-  return r;
-}
 
 // Starts the copy of rows [row0, row0 + kRows) of a head's [S][kD] matrix into smem [kRows][kLd]:
 // 16-byte chunks, kD / 8 per row, consecutive threads on consecutive chunks (coalesced). Rows

@@ -1,0 +1,86 @@
+// day04 TMA tensor maps (tma.hpp). The driver entry point cuTensorMapEncodeTiled is fetched through
+// the runtime (cudaGetDriverEntryPointByVersion), so nothing links libcuda directly.
+#include "tma.hpp"
+
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda_check.hpp"
+
+namespace day04 {
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || p == nullptr) {
+      throw std::runtime_error("cuTensorMapEncodeTiled is not available from the driver");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// dims and box innermost first; strides in bytes for dimensions 1.. (dimension 0 is contiguous).
+CUtensorMap encode(CUtensorMapDataType type, int rank, const void* ptr, const cuuint64_t* dims,
+                   const cuuint64_t* strides, const cuuint32_t* box) {
+  CUtensorMap map{};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r =
+      encode_fn()(&map, type, rank, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
+  }
+  return map;
+}
+
+template <typename T>
+CUtensorMap map_2d(CUtensorMapDataType type, const T* ptr, int rows, int cols, int box_rows,
+                   int box_cols) {
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(cols) * sizeof(T)};
+  const cuuint32_t box[2] = {cuuint32_t(box_cols), cuuint32_t(box_rows)};
+  return encode(type, 2, ptr, dims, strides, box);
+}
+
+}  // namespace
+
+CUtensorMap make_tma_map_2d(const float* ptr, int rows, int cols, int box_rows, int box_cols) {
+  return map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptr, rows, cols, box_rows, box_cols);
+}
+
+CUtensorMap make_tma_map_2d(const __nv_bfloat16* ptr, int rows, int cols, int box_rows,
+                            int box_cols) {
+  return map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptr, rows, cols, box_rows, box_cols);
+}
+
+CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int rows, int cols,
+                            int box_rows, int box_cols) {
+  const cuuint64_t dims[3] = {cuuint64_t(cols), cuuint64_t(rows), cuuint64_t(batches)};
+  const cuuint64_t row_bytes = cuuint64_t(cols) * sizeof(__nv_bfloat16);
+  const cuuint64_t strides[2] = {row_bytes, row_bytes * cuuint64_t(rows)};
+  const cuuint32_t box[3] = {cuuint32_t(box_cols), cuuint32_t(box_rows), 1};
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, ptr, dims, strides, box);
+}
+
+void require_sm90(const char* who) {
+  static const bool is_sm90 = [] {
+    int device = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+  }();
+  if (!is_sm90) throw std::runtime_error(std::string(who) + " needs a compute capability 9.0 GPU");
+}
+
+}  // namespace day04

@@ -1,0 +1,315 @@
+// v5_flash_wgmma: FlashAttention on Hopper's warpgroup MMA (sm_90a only; built when
+// CMAKE_CUDA_ARCHITECTURES has 90a), in the FlashAttention-3 style (Shah et al. 2024), with
+// day04's wgmma / TMA / mbarrier wrappers (day04_matmul/wgmma.cuh, tma.hpp).
+// What changed from v4, and why it is faster:
+//  - the products run on wgmma: a warpgroup (4 warps) issues one asynchronous m64n128k16 whose
+//    operands come from shared memory through descriptors, instead of each warp issuing m16n8k16
+//    mma.sync fed by ldmatrix: no fragment loads for Q, K or V, and four times the work per
+//    instruction. For O += P V the A operand (P) stays in registers (the "RS" form): the score
+//    accumulators of S = Q K^T are already in the A-fragment layout, as in v4;
+//  - a producer warp feeds K/V through TMA: one thread describes a whole 128 x 64 box and the
+//    copy engine writes it in the 128-byte swizzled layout wgmma reads, zero-filling rows past S.
+//    The ring of kStages K/V stages is handed over with mbarriers (full: the bytes landed; empty:
+//    all 8 consumer warps finished the tile), so the consumer warps never wait for an address
+//    calculation or a __syncthreads, and the two consumer warpgroups run out of phase (one's
+//    softmax overlaps the other's wgmma);
+//  - 128 queries x 128 keys per tile: 2 consumer warpgroups of 64 query rows each.
+// The costs: sm_90a only; 1 block of 288 threads per SM (S, P and O take ~170 registers per
+// consumer thread); up to 224 KB of shared memory at D = 128. Not done here (FlashAttention-3's
+// remaining steps): ping-pong scheduling between the warpgroups and overlapping the softmax of
+// one tile with the QK^T wgmma of the next inside a warpgroup; FP8.
+// Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+#include "attention.hpp"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "flash_util.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+namespace day05 {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using namespace day04::wgmma;
+using flash::fast_exp2;
+using flash::kLn2;
+using flash::kLog2e;
+using flash::pack_bf16;
+
+// One instantiation's tiling. kD: head dimension (64 or 128); kStages: K/V tiles in the TMA ring.
+// A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes: one swizzle span) side by
+// side, each box `rows` x 128 bytes.
+template <int kD_, int kStages_>
+struct V5Config {
+  static constexpr int kD = kD_, kStages = kStages_;
+  static constexpr int kBQ = 128, kBKV = 128;  // queries per block, keys per K/V tile
+  static constexpr int kConsumerWarps = 8;     // 2 warpgroups x 64 query rows
+  static constexpr int kThreads = 32 * (kConsumerWarps + 1);  // + the producer warp
+  static constexpr int kBoxes = kD / 64;
+  static constexpr int kQBox = kBQ * 128, kKVBox = kBKV * 128;  // bytes
+  static constexpr int kQBytes = kBoxes * kQBox, kKVBytes = kBoxes * kKVBox;
+  static constexpr int kBarriers = 1 + 2 * kStages;  // Q full; K/V full and empty per stage
+  static constexpr size_t kSmemBytes =
+      size_t(kQBytes) + 2 * size_t(kStages) * kKVBytes + 8 * kBarriers + 1024 /* alignment */;
+  static_assert(kD == 64 || kD == 128, "instantiated for D = 64 and 128");
+  static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
+};
+
+// D = 128: Q 32 KB + 3 stages x (K 32 KB + V 32 KB) = 224 KB; D = 64: 16 KB + 4 x 32 KB.
+using ConfigD128 = V5Config<128, 3>;
+using ConfigD64 = V5Config<64, 4>;
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_v5_kernel(const __grid_constant__ CUtensorMap map_q,
+                    const __grid_constant__ CUtensorMap map_k,
+                    const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ o,
+                    float* __restrict__ lse, int s, bool causal, float scale_log2,
+                    int num_q_blocks) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kD = C::kD, kBKV = C::kBKV, kStages = C::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes: every box must start on a 1024-byte boundary.
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* sq = smem;                        // kBoxes x [kBQ][64]
+  uint8_t* sk = sq + C::kQBytes;             // kStages x kBoxes x [kBKV][64]
+  uint8_t* sv = sk + kStages * C::kKVBytes;  // the same for V
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(sv + kStages * C::kKVBytes);
+  uint64_t* kv_full = q_full + 1;          // [kStages]
+  uint64_t* kv_empty = kv_full + kStages;  // [kStages]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // Blocks of one head are consecutive (K and V shared in L2); query tiles last to first, so the
+  // longest causal blocks start first.
+  const int bh = static_cast<int>(blockIdx.x / num_q_blocks);
+  const int q0 = (num_q_blocks - 1 - static_cast<int>(blockIdx.x % num_q_blocks)) * C::kBQ;
+  const int kv_end = causal ? min(s, q0 + C::kBQ) : s;
+  const int num_tiles = gpu100::ceil_div(kv_end, kBKV);
+
+  if (tid == 0) {
+    mbar_init(q_full, 1);
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(&kv_full[st], 1);                   // the producer's expect_tx arrival
+      mbar_init(&kv_empty[st], C::kConsumerWarps);  // one arrival per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: the producer warp leaves below
+
+  if (warp == C::kConsumerWarps) {
+    // ---- producer: one thread issues every TMA copy of the block ----
+    if (lane == 0) {
+      mbar_expect_tx(q_full, C::kQBytes);
+      for (int b = 0; b < C::kBoxes; ++b)
+        tma_load_3d(sq + b * C::kQBox, &map_q, 64 * b, q0, bh, q_full);
+      for (int t = 0; t < num_tiles; ++t) {
+        const int st = t % kStages;
+        // Stage st last held tile t - kStages: wait until all 8 consumer warps are done with it.
+        if (t >= kStages) mbar_wait(&kv_empty[st], (t / kStages - 1) & 1);
+        mbar_expect_tx(&kv_full[st], 2 * C::kKVBytes);
+        for (int b = 0; b < C::kBoxes; ++b) {
+          tma_load_3d(sk + st * C::kKVBytes + b * C::kKVBox, &map_k, 64 * b, t * kBKV, bh,
+                      &kv_full[st]);
+          tma_load_3d(sv + st * C::kKVBytes + b * C::kKVBox, &map_v, 64 * b, t * kBKV, bh,
+                      &kv_full[st]);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup wg owns query rows q0 + 64 wg .. + 63; warp wl of it rows 16 wl ..
+  // 16 wl + 15 of those; lane (g, t4) rows g and g + 8, columns 8 j + 2 t4 + {0, 1} ----
+  const int wg = warp / 4, wl = warp % 4, g = lane / 4, t4 = lane % 4;
+  const int warp_first = q0 + 64 * wg + 16 * wl;  // the warp's first query row
+  const int row_g = warp_first + g;               // this lane's rows: row_g, row_g + 8
+
+  float oacc[kD / 2];  // O: 64 x kD per warpgroup
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) oacc[i] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // l: this lane's partial sums
+
+  mbar_wait(q_full, 0);
+  for (int t = 0; t < num_tiles; ++t) {
+    const int st = t % kStages, kv0 = t * kBKV;
+    mbar_wait(&kv_full[st], (t / kStages) & 1);  // tile t's K and V have landed
+    const uint8_t* skt = sk + st * C::kKVBytes;
+    const uint8_t* svt = sv + st * C::kKVBytes;
+
+    // ---- S = Q K^T (64 x 128 per warpgroup): both operands K-major (d contiguous). A k-step of
+    // 16 d is 32 bytes further inside each 128-byte row, the next box after 4 steps; the
+    // warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per 8 rows ----
+    float sacc[kBKV / 2];
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const uint64_t dq =
+          make_desc(sq + (kk / 4) * C::kQBox + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
+      const uint64_t dk = make_desc(skt + (kk / 4) * C::kKVBox + (kk % 4) * 32, 16, 1024);
+      wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+    }
+    commit();
+    wait<0>();
+
+    // ---- mask, online softmax (as v4); P overwrites S. sacc[4 j + 2 h + e]: row row_g + 8 h,
+    // key kv0 + 8 j + 2 t4 + e ----
+    const bool need_mask = kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first);
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_g + 8 * h;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kBKV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = sacc[4 * j + 2 * h + e];
+          if (need_mask) {
+            const int key = kv0 + 8 * j + 2 * t4 + e;
+            if (key >= s || (causal && key > row)) x = -INFINITY;
+          }
+          mx = fmaxf(mx, x);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // a row spans the 4 lanes of a quad
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[h], mx);
+      const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      alpha[h] = fast_exp2(m_run[h] * scale_log2 - m_scaled);  // 0 at first
+      m_run[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBKV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = sacc[4 * j + 2 * h + e];
+          x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
+          sum += x;
+        }
+      l_run[h] = l_run[h] * alpha[h] + sum;
+    }
+    // Rescale O only when some row of the warp saw its max move (a warp-uniform branch).
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        oacc[4 * j + 0] *= alpha[0];
+        oacc[4 * j + 1] *= alpha[0];
+        oacc[4 * j + 2] *= alpha[1];
+        oacc[4 * j + 3] *= alpha[1];
+      }
+    }
+
+    // ---- O += P V: A = P from registers (keys 16 kk .. 16 kk + 15 are S columns of n-tiles
+    // 2 kk and 2 kk + 1), B = V as stored, [key][d], i.e. N-major (transposed read): a k-step of
+    // 16 keys is 16 rows = 2048 B further, LBO = one box (the next 64 columns of d) ----
+    uint32_t pa[kBKV / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBKV / 16; ++kk) {
+      pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
+      pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
+      pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
+      pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
+    }
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < kBKV / 16; ++kk) {
+      const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
+      if constexpr (kD == 128) {
+        wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
+      } else {
+        wgmma_m64n64k16_bf16_rs(oacc, pa[kk], dv);
+      }
+    }
+    commit();
+    wait<0>();  // this warp's reads of stage st are over...
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&kv_empty[st]);  // ...tell the producer
+  }
+
+  // ---- epilogue: O / l in bf16 straight from the accumulators (4-byte stores; O is 1/4 of the
+  // bytes and the kernel is bound by the tensor cores), and the row log-sum-exp ----
+  const size_t base = size_t(bh) * s * kD;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = l_run[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = row_g + 8 * h;
+    if (row < s) {
+      bf16* orow = o + base + size_t(row) * kD + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(orow + 8 * j) =
+            pack_bf16(oacc[4 * j + 2 * h] * inv, oacc[4 * j + 2 * h + 1] * inv);
+      }
+      if (t4 == 0 && lse != nullptr) {
+        lse[size_t(bh) * s + row] = (m_run[h] * scale_log2 + log2f(l)) * kLn2;
+      }
+    }
+  }
+#else
+  // Built for an architecture without wgmma: the launcher never calls this.
+  (void)map_q, (void)map_k, (void)map_v, (void)o, (void)lse, (void)s, (void)causal,
+      (void)scale_log2, (void)num_q_blocks;
+#endif
+}
+
+template <class C>
+void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
+               float* lse, cudaStream_t stream) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(flash_v5_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(C::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const int num_q_blocks = gpu100::ceil_div(s.s, C::kBQ);
+  const int64_t blocks = s.heads() * num_q_blocks;
+  if (blocks > int64_t(0x7fffffff)) throw std::invalid_argument("v5_flash_wgmma: grid too large");
+  // Q, K, V as B H matrices of S x D; boxes of 128 rows x 64 columns.
+  const CUtensorMap mq = day04::make_tma_map_3d(q, s.heads(), s.s, s.d, C::kBQ, 64);
+  const CUtensorMap mk = day04::make_tma_map_3d(k, s.heads(), s.s, s.d, C::kBKV, 64);
+  const CUtensorMap mv = day04::make_tma_map_3d(v, s.heads(), s.s, s.d, C::kBKV, 64);
+  flash_v5_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+      mq, mk, mv, o, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks);
+  CUDA_CHECK_LAST();
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                              bf16* o, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  check_shape(s);
+  if (const std::string why = v5_refusal(s); !why.empty()) throw std::invalid_argument(why);
+  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) {
+    throw std::invalid_argument("v5_flash_wgmma: null pointer");
+  }
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) {
+    throw std::invalid_argument("v5_flash_wgmma: Q, K, V and O must be 16-byte aligned (TMA)");
+  }
+  if (workspace == nullptr || workspace_bytes < flash_workspace_bytes(s)) {
+    throw std::invalid_argument("v5_flash_wgmma: the workspace must hold the B H S log-sum-exp");
+  }
+  day04::require_sm90("v5_flash_wgmma");
+  float* lse = static_cast<float*>(workspace);
+  if (s.d == 64) {
+    launch_v5<ConfigD64>(s, q, k, v, o, lse, stream);
+  } else {
+    launch_v5<ConfigD128>(s, q, k, v, o, lse, stream);
+  }
+}
+
+}  // namespace day05
