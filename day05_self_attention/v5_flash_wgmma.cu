@@ -7,17 +7,21 @@
 //    mma.sync fed by ldmatrix: no fragment loads for Q, K or V, and four times the work per
 //    instruction. For O += P V the A operand (P) stays in registers (the "RS" form): the score
 //    accumulators of S = Q K^T are already in the A-fragment layout, as in v4;
-//  - a producer warp feeds K/V through TMA: one thread describes a whole 128 x 64 box and the
-//    copy engine writes it in the 128-byte swizzled layout wgmma reads, zero-filling rows past S.
-//    The ring of kStages K/V stages is handed over with mbarriers (full: the bytes landed; empty:
-//    all 8 consumer warps finished the tile), so the consumer warps never wait for an address
-//    calculation or a __syncthreads, and the two consumer warpgroups run out of phase (one's
-//    softmax overlaps the other's wgmma);
-//  - 128 queries x 128 keys per tile: 2 consumer warpgroups of 64 query rows each.
-// The costs: sm_90a only; 1 block of 288 threads per SM (S, P and O take ~170 registers per
-// consumer thread); up to 224 KB of shared memory at D = 128. Not done here (FlashAttention-3's
-// remaining steps): ping-pong scheduling between the warpgroups and overlapping the softmax of
-// one tile with the QK^T wgmma of the next inside a warpgroup; FP8.
+//  - warp specialisation: a producer warpgroup feeds K/V through TMA (one thread describes a
+//    whole 128 x 64 box; the copy engine writes it in the 128-byte swizzled layout wgmma reads,
+//    zero-filling rows past S) and hands its registers to the consumers (setmaxnreg: 24 for it,
+//    240 for each of the 2 consumer warpgroups). The ring of kStages K/V stages is passed with
+//    mbarriers (full: the bytes landed; empty: all 8 consumer warps finished the tile), so no
+//    consumer waits for an address calculation or a __syncthreads;
+//  - the consumer loop is software-pipelined (FlashAttention-3's intra-warpgroup overlap): S of
+//    tile t and O += P V of tile t - 1 are issued together, and the softmax of tile t runs on the
+//    CUDA cores while P V is still on the tensor cores; at D = 64 the two warpgroups also take
+//    turns at the tensor cores (ping-pong, named barriers);
+//  - 128 keys per K/V tile, 2 consumer warpgroups of 64 query rows (128 queries per block).
+// The costs: sm_90a only; 1 block of 384 threads per SM, whose consumers need more than the 168
+// registers an even split would give (S, P and O are live together: ptxas used 222 with a 224
+// cap, and the 168 of an even split made it spill and serialise the wgmma); 224 KB of shared
+// memory at D = 128. Not done here: FP8, and FlashAttention-3's further tuning (a TMA store of O).
 // Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -44,15 +48,23 @@ using flash::kLn2;
 using flash::kLog2e;
 using flash::pack_bf16;
 
-// One instantiation's tiling. kD: head dimension (64 or 128); kStages: K/V tiles in the TMA ring.
-// A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes: one swizzle span) side by
-// side, each box `rows` x 128 bytes.
-template <int kD_, int kStages_>
+// One instantiation's tiling. kD: head dimension (64 or 128); kStages: K/V tiles in the TMA ring;
+// kWGs consumer warpgroups of 64 query rows; kPingPong: the warpgroups take turns at the tensor
+// cores. A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes: one swizzle span)
+// side by side, each box `rows` x 128 bytes.
+template <int kD_, int kStages_, int kWGs_, bool kPingPong_>
 struct V5Config {
   static constexpr int kD = kD_, kStages = kStages_;
-  static constexpr int kBQ = 128, kBKV = 128;  // queries per block, keys per K/V tile
-  static constexpr int kConsumerWarps = 8;     // 2 warpgroups x 64 query rows
-  static constexpr int kThreads = 32 * (kConsumerWarps + 1);  // + the producer warp
+  static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kConsumerWarps = 4 * kWGs_;
+  static constexpr int kBQ = 64 * kWGs_, kBKV = 128;  // queries per block, keys per K/V tile
+  // + a producer warpgroup: registers are handed out per warpgroup, and setmaxnreg (below) works
+  // on whole warpgroups, so the producer is a full one although a single thread of it works.
+  static constexpr int kThreads = 32 * (kConsumerWarps + 4);
+  // setmaxnreg budgets: the register file (64 K) moved from the producer to the consumers.
+  static constexpr int kProducerRegs = kWGs_ == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kWGs_ == 2 ? 240 : 160;
+  static_assert(128 * kProducerRegs + 128 * kWGs_ * kConsumerRegs <= 65536, "register file");
   static constexpr int kBoxes = kD / 64;
   static constexpr int kQBox = kBQ * 128, kKVBox = kBKV * 128;  // bytes
   static constexpr int kQBytes = kBoxes * kQBox, kKVBytes = kBoxes * kKVBox;
@@ -63,9 +75,19 @@ struct V5Config {
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
 };
 
-// D = 128: Q 32 KB + 3 stages x (K 32 KB + V 32 KB) = 224 KB; D = 64: 16 KB + 4 x 32 KB.
-using ConfigD128 = V5Config<128, 3>;
-using ConfigD64 = V5Config<64, 4>;
+// Measured on the H100 (B 8, H 16, non-causal; S 4096 at D = 128, S 2048 at D = 64), one A/B run,
+// each setting written into this file and rebuilt, in TFLOP/s (D = 128 / D = 64):
+//   no intra-warpgroup overlap (S, softmax, P V in turn), 3 / 4 stages, no ping-pong: 485 / 302
+//   overlap, 3 / 4 stages, ping-pong:    554 / 345
+//   overlap, 3 / 4 stages, no ping-pong: 604 / 316
+//   overlap, 2 / 2 stages, ping-pong:    444 / 285
+// so D = 128 runs without the turns and D = 64 with them. (At D = 128 a warpgroup's multiplies are
+// long enough that the hardware interleaves the two warpgroups well by itself, and the turns only
+// add waits; at D = 64 the S multiply is as long as P V's and the softmax is relatively longer.)
+// Shared memory: D = 128, Q 32 KB + 3 stages x (K 32 KB + V 32 KB) = 224 KB; D = 64, 16 KB + 4 x
+// 32 KB = 144 KB. A third consumer warpgroup at D = 64 (160 registers each) spills.
+using ConfigD128 = V5Config<128, 3, 2, false>;
+using ConfigD64 = V5Config<64, 4, 2, true>;
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
@@ -102,11 +124,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     mbar_fence_init();
   }
-  __syncthreads();  // the last block-wide barrier: the producer warp leaves below
+  __syncthreads();  // the last block-wide barrier: the producer warpgroup leaves below
 
-  if (warp == C::kConsumerWarps) {
-    // ---- producer: one thread issues every TMA copy of the block ----
-    if (lane == 0) {
+  if (warp >= C::kConsumerWarps) {
+    // ---- producer warpgroup: gives its registers away; one thread issues every TMA copy ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs));
+    if (warp == C::kConsumerWarps && lane == 0) {
       mbar_expect_tx(q_full, C::kQBytes);
       for (int b = 0; b < C::kBoxes; ++b)
         tma_load_3d(sq + b * C::kQBox, &map_q, 64 * b, q0, bh, q_full);
@@ -126,6 +149,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     return;
   }
 
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
   // ---- consumers: warpgroup wg owns query rows q0 + 64 wg .. + 63; warp wl of it rows 16 wl ..
   // 16 wl + 15 of those; lane (g, t4) rows g and g + 8, columns 8 j + 2 t4 + {0, 1} ----
   const int wg = warp / 4, wl = warp % 4, g = lane / 4, t4 = lane % 4;
@@ -136,19 +160,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) oacc[i] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // l: this lane's partial sums
+  float sacc[kBKV / 2];       // S, then P in fp32: sacc[4 j + 2 h + e] is row row_g + 8 h,
+                              // key kv0 + 8 j + 2 t4 + e
+  uint32_t pa[kBKV / 16][4];  // P in bf16 A fragments, one per 16 keys
 
-  mbar_wait(q_full, 0);
-  for (int t = 0; t < num_tiles; ++t) {
-    const int st = t % kStages, kv0 = t * kBKV;
-    mbar_wait(&kv_full[st], (t / kStages) & 1);  // tile t's K and V have landed
+  // S = Q K^T for the tile in stage st (64 x 128 per warpgroup): both operands K-major (d
+  // contiguous). A k-step of 16 d is 32 bytes further inside each 128-byte row, the next box after
+  // 4 steps; the warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per 8 rows.
+  auto issue_qk = [&](int st) {
     const uint8_t* skt = sk + st * C::kKVBytes;
-    const uint8_t* svt = sv + st * C::kKVBytes;
-
-    // ---- S = Q K^T (64 x 128 per warpgroup): both operands K-major (d contiguous). A k-step of
-    // 16 d is 32 bytes further inside each 128-byte row, the next box after 4 steps; the
-    // warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per 8 rows ----
-    float sacc[kBKV / 2];
-    fence();
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const uint64_t dq =
@@ -157,12 +177,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
     }
     commit();
-    wait<0>();
-
-    // ---- mask, online softmax (as v4); P overwrites S. sacc[4 j + 2 h + e]: row row_g + 8 h,
-    // key kv0 + 8 j + 2 t4 + e ----
+  };
+  // O += P V for the tile in stage st: A = P from registers, B = V as stored, [key][d], i.e.
+  // N-major (a transposed read): a k-step of 16 keys is 16 rows = 2048 B further, LBO = one box
+  // (the next 64 columns of d).
+  auto issue_pv = [&](int st) {
+    const uint8_t* svt = sv + st * C::kKVBytes;
+#pragma unroll
+    for (int kk = 0; kk < kBKV / 16; ++kk) {
+      const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
+      if constexpr (kD == 128) {
+        wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
+      } else {
+        wgmma_m64n64k16_bf16_rs(oacc, pa[kk], dv);
+      }
+    }
+    commit();
+  };
+  // Mask and online softmax of tile t (as v4): P overwrites S in sacc, m and l are updated, and
+  // alpha = exp2(m_old - m_new) per row is returned for O.
+  auto softmax = [&](int t, float(&alpha)[2]) {
+    const int kv0 = t * kBKV;
     const bool need_mask = kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first);
-    float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row_g + 8 * h;
@@ -195,6 +231,69 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
       l_run[h] = l_run[h] * alpha[h] + sum;
     }
+  };
+  // P to bf16 A fragments: keys 16 kk .. 16 kk + 15 are the S columns of n-tiles 2 kk, 2 kk + 1.
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < kBKV / 16; ++kk) {
+      pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
+      pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
+      pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
+      pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
+    }
+  };
+  // This warp is done reading stage st: one arrival of the 8 the producer waits for.
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&kv_empty[st]);
+  };
+  // Ping-pong (kPingPong): the warpgroups take turns to issue their wgmma. Warpgroup w waits on
+  // named barrier 1 + w before issuing and, once issued, lets the next one go (bar.arrive on its
+  // barrier), so one warpgroup's softmax runs while the other's multiplies occupy the tensor
+  // cores. The last warpgroup opens the first turn; it skips its final hand-over, so every
+  // barrier sees as many arrivals as waits.
+  constexpr int kWGs = C::kConsumerWarps / 4;
+  auto turn_wait = [&]() {
+    if constexpr (C::kPingPong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+  };
+  auto turn_pass = [&](int t) {
+    if constexpr (C::kPingPong) {
+      if (!(wg == kWGs - 1 && t == num_tiles - 1))
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg + 1) % kWGs) : "memory");
+    }
+  };
+  if constexpr (C::kPingPong) {
+    if (wg == kWGs - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  }
+
+  // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
+  // overlap): S of tile t and O += P V of tile t - 1 are issued together, and the softmax of
+  // tile t runs on the CUDA cores while the P V multiply is still on the tensor cores.
+  mbar_wait(q_full, 0);
+  mbar_wait(&kv_full[0], 0);
+  turn_wait();
+  fence();
+  issue_qk(0);
+  turn_pass(0);
+  wait<0>();
+  {
+    float alpha[2];
+    softmax(0, alpha);  // O is still zero: no rescale
+    pack_p();
+  }
+  for (int t = 1; t < num_tiles; ++t) {
+    const int st = t % kStages, prev = (t - 1) % kStages;
+    mbar_wait(&kv_full[st], (t / kStages) & 1);  // tile t's K and V have landed
+    turn_wait();
+    fence();
+    issue_qk(st);    // group: S of tile t
+    issue_pv(prev);  // group: O += P V of tile t - 1
+    turn_pass(t);
+    wait<1>();  // S of tile t is done (groups complete in order)
+    float alpha[2];
+    softmax(t, alpha);
+    wait<0>();  // P V of tile t - 1 is done: O may be rescaled, pa rewritten, stage prev reused
+    release(prev);
     // Rescale O only when some row of the warp saw its max move (a warp-uniform branch).
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
@@ -205,33 +304,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         oacc[4 * j + 3] *= alpha[1];
       }
     }
-
-    // ---- O += P V: A = P from registers (keys 16 kk .. 16 kk + 15 are S columns of n-tiles
-    // 2 kk and 2 kk + 1), B = V as stored, [key][d], i.e. N-major (transposed read): a k-step of
-    // 16 keys is 16 rows = 2048 B further, LBO = one box (the next 64 columns of d) ----
-    uint32_t pa[kBKV / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kBKV / 16; ++kk) {
-      pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
-      pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
-      pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
-      pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
-    }
-    fence();
-#pragma unroll
-    for (int kk = 0; kk < kBKV / 16; ++kk) {
-      const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
-      if constexpr (kD == 128) {
-        wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
-      } else {
-        wgmma_m64n64k16_bf16_rs(oacc, pa[kk], dv);
-      }
-    }
-    commit();
-    wait<0>();  // this warp's reads of stage st are over...
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&kv_empty[st]);  // ...tell the producer
+    pack_p();
   }
+  fence();
+  issue_pv((num_tiles - 1) % kStages);  // the last tile's P V
+  wait<0>();
+  release((num_tiles - 1) % kStages);
 
   // ---- epilogue: O / l in bf16 straight from the accumulators (4-byte stores; O is 1/4 of the
   // bytes and the kernel is bound by the tensor cores), and the row log-sum-exp ----
@@ -274,7 +352,7 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   const int num_q_blocks = gpu100::ceil_div(s.s, C::kBQ);
   const int64_t blocks = s.heads() * num_q_blocks;
   if (blocks > int64_t(0x7fffffff)) throw std::invalid_argument("v5_flash_wgmma: grid too large");
-  // Q, K, V as B H matrices of S x D; boxes of 128 rows x 64 columns.
+  // Q, K, V as B H matrices of S x D; boxes of kBQ (Q) or kBKV (K, V) rows x 64 columns.
   const CUtensorMap mq = day04::make_tma_map_3d(q, s.heads(), s.s, s.d, C::kBQ, 64);
   const CUtensorMap mk = day04::make_tma_map_3d(k, s.heads(), s.s, s.d, C::kBKV, 64);
   const CUtensorMap mv = day04::make_tma_map_3d(v, s.heads(), s.s, s.d, C::kBKV, 64);
