@@ -71,6 +71,26 @@ double conv2d_bytes(const ConvShape& s, bool bias) {
   return 4.0 * (double(s.n) * s.c * s.h * s.w + double(s.k) * s.c * s.r * s.s + (bias ? s.k : 0) +
                 double(s.n) * s.k * s.p() * s.q());
 }
+double conv2d_bytes_bf16(const ConvShape& s, bool bias, bool y_bf16) {
+  return 2.0 * (double(s.n) * s.c * s.h * s.w + double(s.k) * s.c * s.r * s.s) +
+         4.0 * (bias ? s.k : 0) + (y_bf16 ? 2.0 : 4.0) * double(s.n) * s.k * s.p() * s.q();
+}
+
+std::string v6_refusal(const ConvShape& s, bool /*bias*/) {
+  if (s.c % 8 != 0) {
+    return fmt::format(
+        "C = {} is not a multiple of 8 (v6 copies 8 channels, 16 bytes, per cp.async; pad C with "
+        "zero channels)",
+        s.c);
+  }
+  return "";
+}
+
+std::string cudnn_bf16_refusal(const ConvShape& /*s*/, bool bias) {
+  if (bias) return "no bias in the bf16 cuDNN row (its bias add would need a bf16 bias tensor)";
+  return "";
+}
+
 std::string to_string(const ConvShape& s) {
   std::string out = fmt::format("N={} C={} {}x{} K={} {}x{}", s.n, s.c, s.h, s.w, s.k, s.r, s.s);
   if (s.stride != 1) out += fmt::format(" stride {}", s.stride);
@@ -144,6 +164,18 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
   return v;
 }
 
+namespace {
+// The registry's bf16 NHWC entries: y is fp32 NKPQ for v6, bf16 NPQK for cuDNN (y_bf16_npqk).
+void v6_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                  const float* bias, void* y, cudaStream_t stream) {
+  conv2d_v6_implicit_gemm_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
+}
+void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                     const float* bias, void* y, cudaStream_t stream) {
+  conv2d_cudnn_bf16_nhwc(s, x, w, bias, static_cast<__nv_bfloat16*>(y), stream);
+}
+}  // namespace
+
 const std::vector<Conv2dVariant>& conv2d_variants() {
   using P = ConvPrecision;
   static const std::vector<Conv2dVariant> v = {
@@ -159,10 +191,15 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
       {"v5_implicit_gemm_tf32",
        "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
        conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32"},
+      {"v6_implicit_gemm_bf16_nhwc",
+       "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, ldmatrix",
+       P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal},
       {"cudnn_fp32", "library: cuDNN forward, FMA math, algorithm from Find", P::kFp32,
        conv2d_cudnn_fp32, true, ""},
       {"cudnn_tf32", "library: cuDNN forward, tensor-op math (TF32), algorithm from Find", P::kTf32,
        conv2d_cudnn_tf32, true, ""},
+      {"cudnn_bf16_nhwc", "library: cuDNN forward, bf16 NHWC in and out, tensor-op math, Find",
+       P::kBf16, nullptr, true, "", cudnn_bf16_nhwc, true, cudnn_bf16_refusal},
   };
   return v;
 }
@@ -181,12 +218,17 @@ void conv2d_forward(const std::string& variant, const ConvShape& s, const float*
   if (v == nullptr) {
     throw std::invalid_argument("conv2d_forward: unknown variant '" + variant + "'");
   }
+  if (v->launch == nullptr) {
+    throw std::invalid_argument("conv2d_forward: '" + variant +
+                                "' takes bf16 NHWC inputs (conv_day.hpp), not fp32 NCHW");
+  }
   v->launch(s, x, w, bias, y, stream);
 }
 
 std::vector<std::string> conv2d_variant_names() {
   std::vector<std::string> names;
   for (const auto& v : conv2d_variants()) {
+    if (v.launch == nullptr) continue;  // bf16 NHWC: not callable through conv2d_forward
     if (!v.is_library || have_cudnn()) names.emplace_back(v.name);
   }
   names.emplace_back("best_fp32");

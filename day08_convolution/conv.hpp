@@ -28,7 +28,9 @@ void check_conv_args(const ConvShape& s);
 // Conv2d forward by variant name ("v1_direct", "v2_smem_tiled", "v3_im2col_gemm",
 // "v4_implicit_gemm", "v5_implicit_gemm_tf32", ..., and "best_fp32": the fastest fp32 CUDA-core
 // variant), fp32 in and out, on device pointers, asynchronous on `stream`. bias may be nullptr.
-// Throws std::invalid_argument for an unknown name.
+// Throws std::invalid_argument for an unknown name, and for the bf16 NHWC variants
+// (v6_implicit_gemm_bf16_nhwc, cudnn_bf16_nhwc), which take converted inputs (conv_day.hpp).
+// conv2d_variant_names: the names conv2d_forward accepts.
 void conv2d_forward(const std::string& variant, const ConvShape& s, const float* x, const float* w,
                     const float* bias, float* y, cudaStream_t stream = nullptr);
 std::vector<std::string> conv2d_variant_names();

@@ -1,7 +1,9 @@
 // day08 CPU references, all accumulating in double: 1D convolution, 2D filter (one output row at
 // a time, so the binary can check sampled rows of an 8192 x 8192 image), Conv2d (whole output, or
-// one element for sampled checks of the large layers).
+// one element for sampled checks of the large layers); the layout conversions of the bf16 NHWC
+// variants; the comparison tolerances.
 #include <cmath>
+#include <stdexcept>
 
 #include "conv_day.hpp"
 
@@ -66,6 +68,45 @@ void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float*
         for (int q = 0; q < Q; ++q) y[i++] = conv2d_cpu_at(s, x, w, bias, n, k, p, q);
 }
 
+namespace {
+// out[a][i][b] = bf16(in[a][b][i]): the middle axis (channels) moved innermost.
+std::vector<__nv_bfloat16> channels_last_bf16(const std::vector<float>& in, size_t outer,
+                                              size_t channels, size_t inner) {
+  if (in.size() != outer * channels * inner) {
+    throw std::invalid_argument("channels_last_bf16: the vector does not match the shape");
+  }
+  std::vector<__nv_bfloat16> out(in.size());
+  for (size_t a = 0; a < outer; ++a)
+    for (size_t b = 0; b < channels; ++b)
+      for (size_t i = 0; i < inner; ++i) {
+        out[(a * inner + i) * channels + b] = __float2bfloat16(in[(a * channels + b) * inner + i]);
+      }
+  return out;
+}
+}  // namespace
+
+std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw) {
+  return channels_last_bf16(x_nchw, size_t(s.n), size_t(s.c), size_t(s.h) * s.w);
+}
+
+std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs) {
+  return channels_last_bf16(w_kcrs, size_t(s.k), size_t(s.c), size_t(s.r) * s.s);
+}
+
+std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk) {
+  const size_t pq = size_t(s.p()) * s.q(), k = size_t(s.k);
+  if (y_npqk.size() != size_t(s.n) * pq * k) {
+    throw std::invalid_argument("npqk_to_nkpq: the vector does not match the shape");
+  }
+  std::vector<float> out(y_npqk.size());
+  for (size_t n = 0; n < size_t(s.n); ++n)
+    for (size_t i = 0; i < pq; ++i)
+      for (size_t f = 0; f < k; ++f) {
+        out[(n * k + f) * pq + i] = __bfloat162float(y_npqk[(n * pq + i) * k + f]);
+      }
+  return out;
+}
+
 Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p) {
   const double scale = std::sqrt(double(s.c) * s.r * s.s);
   switch (p) {
@@ -75,7 +116,9 @@ Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p) {
       return {2e-3 * scale, 2e-3};
     case ConvPrecision::kBf16:
     default:
-      return {1e-2 * scale, 1e-2};
+      // Against the reference on the bf16-rounded inputs: fp32 accumulation as TF32's bound
+      // allows, and 4e-3 relative for cuDNN's bf16 output (rounding is at most 2^-9 = 1.95e-3).
+      return {2e-3 * scale, 4e-3};
   }
 }
 

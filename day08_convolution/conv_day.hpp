@@ -4,10 +4,12 @@
 //  - 1D convolution: y[i] = sum_j x[i + j - r] * mask[j], mask width 2r + 1, zero padding.
 //  - 2D single-channel filter: y[i][j] = sum_{a,b} x[i + a - r][j + b - r] * mask[a][b], any H x W,
 //    odd square masks up to kMaxFilter2d, zero padding.
-//  - Conv2d layer (conv.hpp): NCHW, KCRS filters, bias, stride, padding, dilation.
+//  - Conv2d layer (conv.hpp): NCHW, KCRS filters, bias, stride, padding, dilation; and a bf16
+//    NHWC form (v6 and its cuDNN row) whose inputs the caller converts once (see below).
 // Each has a registry of variants that drives the binary, the tests and the README table.
 // Every launcher takes device pointers, checks its arguments (std::invalid_argument before any
 // CUDA call), checks its launches and does not synchronise.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -84,16 +86,47 @@ void conv2d_cudnn_fp32(const ConvShape&, const float*, const float*, const float
                        cudaStream_t);
 void conv2d_cudnn_tf32(const ConvShape&, const float*, const float*, const float*, float*,
                        cudaStream_t);
-// The algorithm cuDNN chose for this shape and math ("" before the first call).
-std::string cudnn_choice(const ConvShape& s, bool tf32);
+
+// ---- Conv2d in bf16, NHWC (channels last) ------------------------------------------------------
+// x NHWC [n][h][w][c] bf16, filters KRSC [k][r][s][c] bf16, optional fp32 bias [k]. The caller
+// converts x and w once (to_nhwc_bf16 / to_krsc_bf16 below), outside any timed region, as day05
+// converts Q, K, V. `y` is the variant's output: fp32 NKPQ [n][k][p][q] (v6, like every fp32
+// variant), or bf16 NPQK [n][p][q][k] for a variant with y_bf16_npqk set (the cuDNN row: cuDNN's
+// legacy API has one bf16 configuration, PSEUDO_BFLOAT16_CONFIG, with x, w and y all bf16).
+using Conv2dBf16NhwcFn = void (*)(const ConvShape& s, const __nv_bfloat16* x,
+                                  const __nv_bfloat16* w, const float* bias, void* y,
+                                  cudaStream_t stream);
+// v6: implicit GEMM on mma.sync m16n8k16 bf16 tensor cores, fp32 accumulation, fp32 NKPQ out.
+// Needs C % 8 == 0 and 16-byte aligned x and w; otherwise std::invalid_argument (before any CUDA
+// call), with the reason v6_refusal gives.
+void conv2d_v6_implicit_gemm_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                                       const float*, float*, cudaStream_t);
+// cuDNN bf16 NHWC (x, w and y bf16 NHWC; compute fp32; CUDNN_TENSOR_OP_MATH; the algorithm
+// cudnnFindConvolutionForwardAlgorithm picks): y is bf16 NPQK. No bias (refused: the bf16
+// configuration would need a bf16 bias and a second call). Throws std::runtime_error without cuDNN.
+void conv2d_cudnn_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                            const float*, __nv_bfloat16*, cudaStream_t);
+// "" when the variant runs this shape (with or without a bias), else the one-line reason.
+std::string v6_refusal(const ConvShape& s, bool bias);
+std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
+
+// The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
+// cudnn_tf32, kBf16: cudnn_bf16_nhwc); "" before the first call.
+std::string cudnn_choice(const ConvShape& s, ConvPrecision p);
 
 struct Conv2dVariant {
   const char* name;
   const char* description;
   ConvPrecision precision;
-  Conv2dFn launch;
+  Conv2dFn launch;  // fp32 NCHW in, fp32 NKPQ out; nullptr for the bf16 NHWC variants
   bool is_library = false;
   const char* library = "";  // the library row this variant is compared with
+  // The bf16 NHWC variants: launch is nullptr and this is set (conv2d_forward refuses them; the
+  // binary and the tests call it on inputs converted once).
+  Conv2dBf16NhwcFn launch_bf16_nhwc = nullptr;
+  bool y_bf16_npqk = false;  // writes bf16 NPQK instead of fp32 NKPQ
+  std::string (*refusal)(const ConvShape&, bool bias) = nullptr;  // nullptr: runs every shape
+  bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }
 };
 // Every variant, cuDNN included (its rows are skipped without cuDNN).
 const std::vector<Conv2dVariant>& conv2d_variants();
@@ -104,15 +137,25 @@ constexpr const char* kBestFp32 = "v4_implicit_gemm";
 // FLOPs (2 per multiply-add, bias adds not counted) and compulsory bytes (x, w, bias, y once).
 double conv2d_flops(const ConvShape& s);
 double conv2d_bytes(const ConvShape& s, bool bias);
+// The same for the bf16 NHWC variants: x and w 2 bytes, bias 4, y 4 (fp32) or 2 (bf16) bytes.
+double conv2d_bytes_bf16(const ConvShape& s, bool bias, bool y_bf16);
 std::string to_string(const ConvShape& s);  // "N=64 C=64 56x56 K=64 3x3 s1 p1"
 
 // CPU reference in double: the whole output (n * k * p * q values), and one output element.
 void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float* bias, double* y);
+// The layout changes of the bf16 NHWC variants, on the host: NCHW fp32 -> NHWC bf16 (x),
+// KCRS fp32 -> KRSC bf16 (w), each value rounded to nearest; and a bf16 NPQK output back to fp32
+// NKPQ (to compare it with the reference).
+std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw);
+std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs);
+std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk);
 double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const float* bias, int n,
                      int k, int p, int q);
 
 // Comparison tolerances: |got - ref| <= abs + rel * |ref|, abs scaled by sqrt(C*R*S) (the typical
-// size of a sum of C*R*S products of values in [-1, 1]).
+// size of a sum of C*R*S products of values in [-1, 1]). kBf16 is for a reference computed on the
+// bf16-rounded inputs (gpu100::round_trip): the products of two bf16 values are exact in fp32, so
+// only the fp32 accumulation (and a bf16 output's rounding, 2^-9 relative) remains.
 struct Tolerance {
   double abs_tol, rel_tol;
 };

@@ -1,4 +1,5 @@
-// day08 cuDNN baselines: the library a user would call instead, in the same run.
+// day08 cuDNN baselines: the library a user would call instead, in the same run (fp32, TF32, and
+// bf16 NHWC for v6).
 // The first call for a (shape, math) pair builds the descriptors, asks
 // cudnnFindConvolutionForwardAlgorithm to time every forward algorithm, keeps the fastest one
 // that obeys the math mode, and allocates its workspace; later calls only launch (so the timed
@@ -77,19 +78,23 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_.bias));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&d_.w));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_.conv));
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(d_.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w));
-  CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(d_.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.k, P, Q));
+  // fp32 NCHW / KCRS, or for kBf16Nhwc bf16 NHWC / KRSC (the dimensions are given in the same
+  // n, c, h, w order for both formats). The compute type is fp32 either way.
+  const bool bf16 = pick == CudnnPick::kBf16Nhwc;
+  const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  const cudnnTensorFormat_t format = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_.x, format, data, s.n, s.c, s.h, s.w));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_.y, format, data, s.n, s.k, P, Q));
   CUDNN_CHECK(
       cudnnSetTensor4dDescriptor(d_.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.k, 1, 1));
-  CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(d_.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c, s.r, s.s));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d_.w, data, format, s.k, s.c, s.r, s.s));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d_.conv, s.pad, s.pad, s.stride, s.stride, s.dilation,
                                               s.dilation, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT));
-  // fp32 means fp32: FMA math forbids TF32 tensor-core algorithms; tensor-op math allows them.
-  const cudnnMathType_t math = pick == CudnnPick::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  // fp32 means fp32: FMA math forbids TF32 tensor-core algorithms; tensor-op math allows them
+  // (and is what bf16 tensor cores need).
+  const bool any_math = pick == CudnnPick::kTf32 || bf16;
+  const cudnnMathType_t math = any_math ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, math));
   int dims[4];
   CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d_.conv, d_.x, d_.w, 4, dims));
@@ -113,12 +118,12 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick
     }
   } else {
     // day08's rule: the fp32 row takes the fastest FMA-math one (no tensor cores); only if there
-    // is none, the fastest default-math one (its note says so). The tf32 row takes the fastest.
-    const bool tf32 = pick == CudnnPick::kTf32;
+    // is none, the fastest default-math one (its note says so). The tf32 and bf16 rows take the
+    // fastest.
     for (int pass = 0; pass < 2 && best < 0; ++pass) {
       for (int i = 0; i < n_out && best < 0; ++i) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (!tf32 && perf[i].mathType != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH)) {
+        if (!any_math && perf[i].mathType != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH)) {
           continue;
         }
         best = i;
@@ -137,7 +142,7 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick
                         math_name(perf[best].mathType), perf[best].memory / 1e6);
 }
 
-void CudnnConvPlan::forward(cudnnHandle_t handle, const float* x, const float* w, float* y,
+void CudnnConvPlan::forward(cudnnHandle_t handle, const void* x, const void* w, void* y,
                             void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
   CUDNN_CHECK(cudnnSetStream(handle, stream));
   const float one = 1.f, zero = 0.f;
@@ -152,7 +157,7 @@ size_t CudnnConvPlan::workspace_bytes(cudnnHandle_t handle, cudnnConvolutionFwdA
   return bytes;
 }
 
-// ---- day08's cudnn_fp32 / cudnn_tf32 rows -------------------------------------------------------
+// ---- day08's cudnn_fp32 / cudnn_tf32 / cudnn_bf16_nhwc rows ----------------------------------
 
 namespace {
 
@@ -167,19 +172,24 @@ cudnnHandle_t handle() {
   return owner.h;
 }
 
+CudnnPick pick_of(ConvPrecision p) {
+  return p == ConvPrecision::kTf32   ? CudnnPick::kTf32
+         : p == ConvPrecision::kBf16 ? CudnnPick::kBf16Nhwc
+                                     : CudnnPick::kFp32Fma;
+}
+
 // A day08 row's plan: the shared cuDNN set-up (cudnn_conv_plan.hpp) and the workspace its
 // algorithm needs, allocated once with the plan.
 struct Plan {
   CudnnConvPlan conv;
   gpu100::DeviceBuffer<char> workspace;
-  Plan(const ConvShape& s, bool tf32, cudaStream_t stream)
-      : conv(handle(), s, tf32 ? CudnnPick::kTf32 : CudnnPick::kFp32Fma, stream),
-        workspace(conv.found_workspace_bytes()) {}
+  Plan(const ConvShape& s, ConvPrecision p, cudaStream_t stream)
+      : conv(handle(), s, pick_of(p), stream), workspace(conv.found_workspace_bytes()) {}
 };
 
-std::string key_of(const ConvShape& s, bool tf32) {
+std::string key_of(const ConvShape& s, ConvPrecision p) {
   return fmt::format("{} {} {} {} {} {} {} {} {} {} {}", s.n, s.c, s.h, s.w, s.k, s.r, s.s,
-                     s.stride, s.pad, s.dilation, tf32 ? "tf32" : "fp32");
+                     s.stride, s.pad, s.dilation, to_string(p));
 }
 
 std::mutex& plans_mutex() {
@@ -191,22 +201,22 @@ std::map<std::string, std::unique_ptr<Plan>>& plans() {
   return p;
 }
 
-Plan& plan_for(const ConvShape& s, bool tf32, cudaStream_t stream) {
+Plan& plan_for(const ConvShape& s, ConvPrecision p, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(plans_mutex());
-  auto& slot = plans()[key_of(s, tf32)];
-  if (!slot) slot = std::make_unique<Plan>(s, tf32, stream);
+  auto& slot = plans()[key_of(s, p)];
+  if (!slot) slot = std::make_unique<Plan>(s, p, stream);
   return *slot;
 }
 
-void run(const ConvShape& s, bool tf32, const float* x, const float* w, const float* bias, float* y,
-         cudaStream_t stream) {
+void run(const ConvShape& s, ConvPrecision p, const void* x, const void* w, const float* bias,
+         void* y, cudaStream_t stream) {
   check_conv_args(s);
-  Plan& p = plan_for(s, tf32, stream);
+  Plan& plan = plan_for(s, p, stream);
   cudnnHandle_t h = handle();
-  p.conv.forward(h, x, w, y, p.workspace.data(), p.workspace.bytes(), stream);
+  plan.conv.forward(h, x, w, y, plan.workspace.data(), plan.workspace.bytes(), stream);
   const float one = 1.f;
   if (bias != nullptr) {
-    CUDNN_CHECK(cudnnAddTensor(h, &one, p.conv.bias_desc(), bias, &one, p.conv.y_desc(), y));
+    CUDNN_CHECK(cudnnAddTensor(h, &one, plan.conv.bias_desc(), bias, &one, plan.conv.y_desc(), y));
   }
 }
 
@@ -217,15 +227,23 @@ bool have_cudnn() {
 }
 void conv2d_cudnn_fp32(const ConvShape& s, const float* x, const float* w, const float* bias,
                        float* y, cudaStream_t stream) {
-  run(s, false, x, w, bias, y, stream);
+  run(s, ConvPrecision::kFp32, x, w, bias, y, stream);
 }
 void conv2d_cudnn_tf32(const ConvShape& s, const float* x, const float* w, const float* bias,
                        float* y, cudaStream_t stream) {
-  run(s, true, x, w, bias, y, stream);
+  run(s, ConvPrecision::kTf32, x, w, bias, y, stream);
 }
-std::string cudnn_choice(const ConvShape& s, bool tf32) {
+void conv2d_cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                            const float* bias, __nv_bfloat16* y, cudaStream_t stream) {
+  check_conv_args(s);
+  if (const std::string why = cudnn_bf16_refusal(s, bias != nullptr); !why.empty()) {
+    throw std::invalid_argument("cudnn_bf16_nhwc: " + why);
+  }
+  run(s, ConvPrecision::kBf16, x, w, nullptr, y, stream);
+}
+std::string cudnn_choice(const ConvShape& s, ConvPrecision p) {
   std::lock_guard<std::mutex> lock(plans_mutex());
-  auto it = plans().find(key_of(s, tf32));
+  auto it = plans().find(key_of(s, p));
   return it == plans().end() || !it->second ? std::string() : it->second->conv.choice();
 }
 
@@ -242,7 +260,15 @@ void conv2d_cudnn_tf32(const ConvShape&, const float*, const float*, const float
                        cudaStream_t) {
   throw std::runtime_error("skipped: cuDNN not found");
 }
-std::string cudnn_choice(const ConvShape&, bool) {
+void conv2d_cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16*, const __nv_bfloat16*,
+                            const float* bias, __nv_bfloat16*, cudaStream_t) {
+  check_conv_args(s);
+  if (const std::string why = cudnn_bf16_refusal(s, bias != nullptr); !why.empty()) {
+    throw std::invalid_argument("cudnn_bf16_nhwc: " + why);
+  }
+  throw std::runtime_error("skipped: cuDNN not found");
+}
+std::string cudnn_choice(const ConvShape&, ConvPrecision) {
   return "";
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // day08::CudnnConvPlan: one cuDNN forward convolution (NCHW fp32 input, KCRS fp32 filters, NKPQ
-// fp32 output) planned once: its descriptors, the algorithm cudnnFindConvolutionForwardAlgorithm
-// picks, and the workspace that algorithm needs. day08's cudnn_fp32 / cudnn_tf32 rows
+// fp32 output; or, for CudnnPick::kBf16Nhwc, the same tensors in bf16 NHWC) planned once: its
+// descriptors, the algorithm cudnnFindConvolutionForwardAlgorithm picks, and the workspace that
+// algorithm needs. day08's cudnn_fp32 / cudnn_tf32 / cudnn_bf16_nhwc rows
 // (cudnn_baselines.cpp) and the capstone's cuDNN rows both build on it, so the set-up is written
 // once. The caller owns the cuDNN handle and the workspace buffer (day08 keeps one handle per
 // thread, the capstone one per stream), and adds whatever else it launches (cudnnAddTensor for a
@@ -36,6 +37,11 @@ enum class CudnnPick {
   // The capstone (fp32 as PyTorch with allow_tf32 off). Descriptor in CUDNN_FMA_MATH; the fastest
   // result whose math is not CUDNN_TENSOR_OP_MATH; the descriptor stays in FMA math.
   kFp32NotTensorOp,
+  // day08 cudnn_bf16_nhwc. x, w and y in bf16 NHWC (x [n][h][w][c], w [k][r][s][c], y
+  // [n][p][q][k]; the bias descriptor stays fp32 NCHW), fp32 compute (cuDNN's
+  // PSEUDO_BFLOAT16_CONFIG, its only bf16 one), descriptor in CUDNN_TENSOR_OP_MATH; the fastest
+  // result of any math, launched with that result's math. The three picks above are fp32 NCHW.
+  kBf16Nhwc,
 };
 
 // Thrown when cudnnFind returns no algorithm that the pick accepts (what(): "cuDNN: no forward
@@ -58,8 +64,9 @@ class CudnnConvPlan {
   CudnnConvPlan& operator=(const CudnnConvPlan&) = delete;
 
   // y = conv(x, w) with the chosen algorithm (cudnnConvolutionForward, alpha 1, beta 0), on
-  // `stream` (set on the handle first). workspace: at least found_workspace_bytes() bytes.
-  void forward(cudnnHandle_t handle, const float* x, const float* w, float* y, void* workspace,
+  // `stream` (set on the handle first). workspace: at least found_workspace_bytes() bytes. The
+  // pointers are fp32 (bf16 for kBf16Nhwc), in the layouts above.
+  void forward(cudnnHandle_t handle, const void* x, const void* w, void* y, void* workspace,
                size_t workspace_bytes, cudaStream_t stream) const;
 
   cudnnConvolutionFwdAlgo_t algo() const { return algo_; }

@@ -6,11 +6,15 @@
 //         f6_pipelined
 //         at every --filter-sizes mask width on one --image           (GB/s, % of copy ceiling)
 //   conv  v1_direct, v2_smem_tiled, v3_im2col_gemm, v4_implicit_gemm, v5_implicit_gemm_tf32,
-//         cudnn_fp32, cudnn_tf32                                    (TFLOP/s, GB/s, x cuDNN)
+//         v6_implicit_gemm_bf16_nhwc, cudnn_fp32, cudnn_tf32, cudnn_bf16_nhwc
+//                                                                   (TFLOP/s, GB/s, x cuDNN)
 // Checks: 1D against the full CPU reference (double); 2D against CPU rows (the first and last 4
 // and 24 random rows, every column); conv against the CPU at 16384 sampled outputs (borders
 // included) or the whole output when it is small, and, with cuDNN, every output against
-// cudnn_fp32. Then timing: median of --iters runs after --warmup, L2 flushed before each run.
+// cudnn_fp32 (the bf16 rows: the CPU on the bf16-rounded inputs, and every output against
+// cudnn_bf16_nhwc). The bf16 rows' inputs (NHWC x, KRSC w) are converted once on the host,
+// before any timing. Then timing: median of --iters runs after --warmup, L2 flushed before each
+// run.
 // GB/s counts the compulsory bytes (inputs read once, output written once).
 //
 // Run: build/day08_convolution/day08_convolution [--mode filters|conv|all] [--json out.json]
@@ -19,6 +23,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,6 +35,7 @@
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
+#include "common/half.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/timer.hpp"
@@ -37,6 +44,7 @@
 namespace {
 
 using gpu100::ResultRow;
+using bf16 = __nv_bfloat16;
 constexpr const char* kDay = "day08_convolution";
 
 struct Options {
@@ -165,6 +173,22 @@ std::string run_filters(const Options& opt, double ceiling, gpu100::GpuTimer& ti
 }
 
 // ---- Conv2d layer ----------------------------------------------------------------------------
+
+// The first (untimed) call of a bf16 library row: cuDNN may not support the bf16 NHWC
+// configuration at some shape (no algorithm, CUDNN_STATUS_NOT_SUPPORTED); that becomes the row's
+// "skipped" note instead of ending the run. CUDA errors still end it.
+std::string first_library_call(const std::function<void()>& launch) {
+  try {
+    launch();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return "";
+  } catch (const gpu100::CudaError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+}
+
 std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
                        gpu100::ResultTable& table) {
   const day08::ConvShape& s = opt.shape;
@@ -180,6 +204,22 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
   d_w.upload(w);
   d_b.upload(bias);
   const float* dev_bias = opt.bias ? d_b.data() : nullptr;
+
+  // The bf16 NHWC rows (v6, cudnn_bf16_nhwc): x in NHWC and w in KRSC, bf16, converted once here
+  // on the host, outside any timing; cuDNN's bf16 output (NPQK) goes to d_y16.
+  bool any_bf16 = false;
+  for (const auto& v : day08::conv2d_variants()) {
+    any_bf16 = any_bf16 || (v.takes_bf16_nhwc() && selected(opt, v.name));
+  }
+  gpu100::DeviceBuffer<bf16> d_x16(any_bf16 ? x_count : 0), d_w16(any_bf16 ? w_count : 0),
+      d_y16(any_bf16 ? y_count : 0);
+  std::vector<float> x_r, w_r;  // the values the bf16 rows see, as floats (their reference's input)
+  if (any_bf16) {
+    d_x16.upload(day08::to_nhwc_bf16(s, x));
+    d_w16.upload(day08::to_krsc_bf16(s, w));
+    x_r = gpu100::round_trip<bf16>(x);
+    w_r = gpu100::round_trip<bf16>(w);
+  }
 
   // The CPU reference: every output when the layer is small, else 16384 sampled outputs (the
   // first and last rows and columns of the output planes included).
@@ -198,23 +238,33 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
       idx.push_back((nk * P + p) * Q + q);
     }
   }
-  std::vector<double> ref(idx.size());
+  std::vector<double> ref(idx.size()), ref16(any_bf16 ? idx.size() : 0);
   for (size_t j = 0; j < idx.size(); ++j) {
     const size_t i = idx[j];
     const int q = int(i % Q), p = int((i / Q) % P), k = int((i / (size_t(P) * Q)) % s.k),
               n = int(i / (size_t(P) * Q * s.k));
     ref[j] = day08::conv2d_cpu_at(s, x.data(), w.data(), h_bias, n, k, p, q);
+    if (any_bf16) ref16[j] = day08::conv2d_cpu_at(s, x_r.data(), w_r.data(), h_bias, n, k, p, q);
   }
   const std::string shape = day08::to_string(s) + (opt.bias ? " +bias" : "");
-  const double bytes = day08::conv2d_bytes(s, opt.bias), flops = day08::conv2d_flops(s);
+  const double flops = day08::conv2d_flops(s);
 
-  // cuDNN fp32's whole output, the second reference (when cuDNN is present).
-  std::vector<float> cudnn_y;
+  // cuDNN fp32's whole output, the second reference (when cuDNN is present); for the bf16 rows,
+  // cuDNN bf16's (when it runs this shape).
+  std::vector<float> cudnn_y, cudnn16_y;
   if (day08::have_cudnn()) {
     d_y.poison();
     day08::conv2d_cudnn_fp32(s, d_x.data(), d_w.data(), dev_bias, d_y.data(), nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     cudnn_y = d_y.download();
+    if (any_bf16 && day08::cudnn_bf16_refusal(s, opt.bias).empty()) {
+      d_y16.poison();
+      const std::string err = first_library_call([&] {
+        day08::conv2d_cudnn_bf16_nhwc(s, d_x16.data(), d_w16.data(), nullptr, d_y16.data(),
+                                      nullptr);
+      });
+      if (err.empty()) cudnn16_y = day08::npqk_to_nkpq(s, d_y16.download());
+    }
   }
 
   std::vector<ResultRow> rows;
@@ -229,20 +279,55 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
       table.add(row);
       continue;
     }
-    auto launch = [&] { v.launch(s, d_x.data(), d_w.data(), dev_bias, d_y.data(), nullptr); };
+    if (v.refusal != nullptr) {
+      if (const std::string why = v.refusal(s, opt.bias); !why.empty()) {
+        row.verified = false;
+        row.note = "refused: " + why;
+        table.add(row);
+        continue;
+      }
+    }
+    const bool is16 = v.takes_bf16_nhwc();
+    auto launch = [&] {
+      if (is16) {
+        void* y = v.y_bf16_npqk ? static_cast<void*>(d_y16.data()) : d_y.data();
+        v.launch_bf16_nhwc(s, d_x16.data(), d_w16.data(), dev_bias, y, nullptr);
+      } else {
+        v.launch(s, d_x.data(), d_w.data(), dev_bias, d_y.data(), nullptr);
+      }
+    };
     d_y.poison();
-    launch();  // also the untimed first call: cuDNN's Find and workspace, v3's scratch
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> got = d_y.download();
+    d_y16.poison();
+    // Also the untimed first call: cuDNN's Find and workspace, v3's scratch.
+    if (is16 && v.is_library) {
+      if (const std::string err = first_library_call(launch); !err.empty()) {
+        row.verified = false;
+        row.note = "skipped: " + err;
+        table.add(row);
+        continue;
+      }
+    } else {
+      launch();
+      CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    const std::vector<float> got =
+        v.y_bf16_npqk ? day08::npqk_to_nkpq(s, d_y16.download()) : d_y.download();
     std::vector<float> sampled(idx.size());
     for (size_t j = 0; j < idx.size(); ++j) sampled[j] = got[idx[j]];
     const day08::Tolerance tol = day08::conv2d_tolerance(s, v.precision);
-    gpu100::CompareResult cmp = gpu100::compare(ref, sampled, tol.abs_tol, tol.rel_tol);
-    if (cmp.ok && !cudnn_y.empty()) {
-      // cuDNN's own fp32 rounding is in the reference here: allow for both sides.
+    gpu100::CompareResult cmp =
+        gpu100::compare(is16 ? ref16 : ref, sampled, tol.abs_tol, tol.rel_tol);
+    const std::vector<float>& lib_y = is16 ? cudnn16_y : cudnn_y;
+    if (cmp.ok && !lib_y.empty()) {
+      // cuDNN's own rounding is in the reference here: allow for both sides.
       const gpu100::CompareResult vs =
-          gpu100::compare(cudnn_y, got, 2 * tol.abs_tol, 2 * tol.rel_tol);
+          gpu100::compare(lib_y, got, 2 * tol.abs_tol, 2 * tol.rel_tol);
       if (!vs.ok) cmp = vs, cmp.ok = false;
+    } else if (cmp.ok && !full) {
+      // No whole-output reference: at least every output must have been written (no NaN poison).
+      const gpu100::CompareResult written = gpu100::compare(
+          std::vector<float>(got.size(), 0.f), got, std::numeric_limits<double>::infinity(), 0);
+      if (!written.ok) cmp = written, cmp.ok = false;
     }
     const gpu100::Timing t = timer.time(launch, opt.timing);
     row.ms = t.median_ms;
@@ -250,39 +335,47 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
     set_check(row, cmp);
     if (v.is_library) {
       lib_ms[int(v.precision)] = t.median_ms;
-      const std::string choice = day08::cudnn_choice(s, v.precision == day08::ConvPrecision::kTf32);
-      if (row.note.empty()) row.note = "algorithm " + choice;
+      if (row.note.empty()) row.note = "algorithm " + day08::cudnn_choice(s, v.precision);
+      if (is16 && cmp.ok) row.note += "; bf16 NHWC x, w and y (cuDNN's one bf16 configuration)";
+    } else if (is16 && cmp.ok) {
+      row.note =
+          "bf16 NHWC x, KRSC w (converted once on the host, not timed), fp32 accumulation, fp32 "
+          "NKPQ y; checked on the bf16-rounded inputs";
     }
     rows.push_back(row);
     used.push_back(&v);
   }
   std::string summary;
-  double best_fp32 = 0, best_tf32 = 0;
-  std::string best_fp32_name, best_tf32_name;
+  double best_tf[3] = {0, 0, 0};
+  std::string best_name[3];
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto* v = used[i];
     const double lib = v->is_library ? 0 : lib_ms[int(v->precision)];
+    const double bytes = v->takes_bf16_nhwc()
+                             ? day08::conv2d_bytes_bf16(s, opt.bias, v->y_bf16_npqk)
+                             : day08::conv2d_bytes(s, opt.bias);
     gpu100::derive(rows[i], bytes, flops, ceiling, 0, lib);
     if (!v->is_library && lib > 0) rows[i].library = v->library;
     if (!v->is_library && rows[i].ok) {
       const double tf = rows[i].tflops.value_or(0);
-      if (v->precision == day08::ConvPrecision::kFp32 && tf > best_fp32) {
-        best_fp32 = tf, best_fp32_name = v->name;
-      }
-      if (v->precision == day08::ConvPrecision::kTf32 && tf > best_tf32) {
-        best_tf32 = tf, best_tf32_name = v->name;
-      }
+      const int pr = int(v->precision);
+      if (tf > best_tf[pr]) best_tf[pr] = tf, best_name[pr] = v->name;
     }
     table.add(rows[i]);
   }
-  auto part = [&](const std::string& name, double tf, double lib, const char* lib_name) {
-    if (name.empty()) return;
-    summary += fmt::format("{}best {} {:.1f} TFLOP/s", summary.empty() ? "" : "; ", name, tf);
-    if (lib > 0)
-      summary += fmt::format(" = {:.2f}x {}", tf / (flops / (lib * 1e-3) / 1e12), lib_name);
+  auto part = [&](day08::ConvPrecision p, const char* lib_name) {
+    const int pr = int(p);
+    if (best_name[pr].empty()) return;
+    summary += fmt::format("{}best {} {:.1f} TFLOP/s", summary.empty() ? "" : "; ", best_name[pr],
+                           best_tf[pr]);
+    if (lib_ms[pr] > 0) {
+      summary += fmt::format(" = {:.2f}x {}", best_tf[pr] / (flops / (lib_ms[pr] * 1e-3) / 1e12),
+                             lib_name);
+    }
   };
-  part(best_fp32_name, best_fp32, lib_ms[0], "cudnn_fp32");
-  part(best_tf32_name, best_tf32, lib_ms[1], "cudnn_tf32");
+  part(day08::ConvPrecision::kFp32, "cudnn_fp32");
+  part(day08::ConvPrecision::kTf32, "cudnn_tf32");
+  part(day08::ConvPrecision::kBf16, "cudnn_bf16_nhwc");
   return summary;
 }
 
@@ -295,7 +388,7 @@ void print_list() {
   }
   fmt::print("Conv2d layer (--variant; best_fp32 = {}):\n", day08::kBestFp32);
   for (const auto& v : day08::conv2d_variants()) {
-    fmt::print("  {:<24} {} [{}]{}\n", v.name, v.description, day08::to_string(v.precision),
+    fmt::print("  {:<28} {} [{}]{}\n", v.name, v.description, day08::to_string(v.precision),
                v.is_library && !day08::have_cudnn() ? " (cuDNN not found: skipped)" : "");
   }
 }
@@ -399,7 +492,8 @@ int run(int argc, char** argv) {
   size_t need = 0;
   if (opt.filters) need = std::max<size_t>(8 * size_t(opt.n1d), 8 * size_t(opt.img_h) * opt.img_w);
   if (opt.conv) {
-    const size_t conv_bytes = 4 * (size_t(s.n) * s.c * s.h * s.w + size_t(s.k) * s.c * s.r * s.s +
+    // fp32 x, w, y and their bf16 copies (the bf16 NHWC rows): 6 bytes per element.
+    const size_t conv_bytes = 6 * (size_t(s.n) * s.c * s.h * s.w + size_t(s.k) * s.c * s.r * s.s +
                                    size_t(s.n) * s.k * s.p() * s.q());
     need = std::max(need, conv_bytes + (size_t(256) << 20));  // + v3's scratch, cuDNN's workspace
   }

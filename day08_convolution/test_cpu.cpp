@@ -2,12 +2,14 @@
 // argument checks (every launcher rejects a bad shape before any CUDA call) and the registries.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/catch.hpp"
+#include "common/half.hpp"
 #include "common/random.hpp"
 #include "conv_day.hpp"
 
@@ -100,8 +102,13 @@ TEST_CASE("check_conv_args rejects bad shapes", "[cpu]") {
     for (const auto& v : day08::conv2d_variants()) {
       if (v.is_library && !day08::have_cudnn()) continue;
       INFO(v.name);
-      CHECK_THROWS_AS(v.launch(s, nullptr, nullptr, nullptr, nullptr, nullptr),
-                      std::invalid_argument);
+      if (v.takes_bf16_nhwc()) {
+        CHECK_THROWS_AS(v.launch_bf16_nhwc(s, nullptr, nullptr, nullptr, nullptr, nullptr),
+                        std::invalid_argument);
+      } else {
+        CHECK_THROWS_AS(v.launch(s, nullptr, nullptr, nullptr, nullptr, nullptr),
+                        std::invalid_argument);
+      }
     }
   }
 }
@@ -141,6 +148,70 @@ TEST_CASE("the registries: unique names, best_fp32 resolves, unknown names throw
   day08::ConvShape s;
   CHECK_THROWS_AS(day08::conv2d_forward("v99", s, nullptr, nullptr, nullptr, nullptr),
                   std::invalid_argument);
+  // The bf16 NHWC variants: registered with their launcher and library row, but not callable
+  // through the fp32 conv2d_forward (and not listed as its names).
+  const day08::Conv2dVariant* v6 = day08::find_conv2d_variant("v6_implicit_gemm_bf16_nhwc");
+  REQUIRE(v6 != nullptr);
+  REQUIRE(v6->precision == day08::ConvPrecision::kBf16);
+  REQUIRE(v6->takes_bf16_nhwc());
+  REQUIRE_FALSE(v6->y_bf16_npqk);
+  REQUIRE(std::string(v6->library) == "cudnn_bf16_nhwc");
+  const day08::Conv2dVariant* lib = day08::find_conv2d_variant(v6->library);
+  REQUIRE(lib != nullptr);
+  REQUIRE(lib->is_library);
+  REQUIRE(lib->takes_bf16_nhwc());
+  REQUIRE(lib->y_bf16_npqk);
+  REQUIRE(std::find(listed.begin(), listed.end(), v6->name) == listed.end());
+  CHECK_THROWS_AS(day08::conv2d_forward(v6->name, s, nullptr, nullptr, nullptr, nullptr),
+                  std::invalid_argument);
+}
+
+TEST_CASE("the bf16 NHWC layout conversions move channels innermost and round to nearest",
+          "[cpu]") {
+  day08::ConvShape s;
+  s.n = 1, s.c = 2, s.h = 1, s.w = 3, s.k = 2, s.r = 1, s.s = 2;
+  // x NCHW: channel 0 = 1 2 3, channel 1 = 4 5 (1 + 2^-8) -> NHWC 1 4 2 5 3 1: 1 + 2^-8 is a
+  // tie between 1 and 1 + 2^-7 and rounds to even (1); 1 + 3 * 2^-9 (in w) rounds up to 1 + 2^-7.
+  const std::vector<float> x = {1, 2, 3, 4, 5, 1.00390625f};
+  const auto xh = day08::to_nhwc_bf16(s, x);
+  const std::vector<float> want_x = {1, 4, 2, 5, 3, 1};
+  REQUIRE(gpu100::convert_to_float(xh) == want_x);
+  // w KCRS [2][2][1][2] -> KRSC: filter 0 = c0 (1, 2), c1 (3, 4) -> 1 3 2 4.
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6, 7, 1.005859375f};
+  const auto wh = day08::to_krsc_bf16(s, w);
+  const std::vector<float> want_w = {1, 3, 2, 4, 5, 7, 6, 1.0078125f};
+  REQUIRE(gpu100::convert_to_float(wh) == want_w);
+  // y NPQK -> NKPQ: a 1 x 3 output (1 x 1 filters), K = 2: a0 b0 a1 b1 a2 b2 -> a0 a1 a2 b0 b1 b2.
+  s.r = 1, s.s = 1;
+  const auto y = gpu100::convert_from_float<__nv_bfloat16>({10, 20, 11, 21, 12, 22});
+  REQUIRE(day08::npqk_to_nkpq(s, y) == std::vector<float>{10, 11, 12, 20, 21, 22});
+  CHECK_THROWS_AS(day08::to_krsc_bf16(s, w), std::invalid_argument);  // 8 values, not 4
+}
+
+TEST_CASE("v6 refuses C not a multiple of 8 and unaligned pointers before any CUDA call", "[cpu]") {
+  day08::ConvShape s;
+  s.n = 2, s.c = 3, s.h = 9, s.w = 11, s.k = 5, s.pad = 1;
+  REQUIRE_FALSE(day08::v6_refusal(s, false).empty());
+  CHECK_THROWS_AS(
+      day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, nullptr, nullptr, nullptr, nullptr, nullptr),
+      std::invalid_argument);
+  s.c = 8;
+  REQUIRE(day08::v6_refusal(s, true).empty());
+  // 16-byte cp.async: x or w 2 bytes past a 16-byte boundary is refused (no pointer is read).
+  const auto* aligned = reinterpret_cast<const __nv_bfloat16*>(uintptr_t(4096));
+  const auto* odd = reinterpret_cast<const __nv_bfloat16*>(uintptr_t(4096 + 2));
+  CHECK_THROWS_AS(
+      day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, odd, aligned, nullptr, nullptr, nullptr),
+      std::invalid_argument);
+  CHECK_THROWS_AS(
+      day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, aligned, odd, nullptr, nullptr, nullptr),
+      std::invalid_argument);
+  // The cuDNN bf16 row has no bias add: refused, with or without cuDNN in the build.
+  REQUIRE_FALSE(day08::cudnn_bf16_refusal(s, true).empty());
+  REQUIRE(day08::cudnn_bf16_refusal(s, false).empty());
+  const float* some_bias = reinterpret_cast<const float*>(uintptr_t(4096));
+  CHECK_THROWS_AS(day08::conv2d_cudnn_bf16_nhwc(s, aligned, aligned, some_bias, nullptr, nullptr),
+                  std::invalid_argument);
 }
 
 TEST_CASE("FLOP and byte counts of the ResNet layer", "[cpu]") {
@@ -149,4 +220,9 @@ TEST_CASE("FLOP and byte counts of the ResNet layer", "[cpu]") {
   REQUIRE(day08::conv2d_flops(s) == Catch::Approx(2.0 * 64 * 64 * 56 * 56 * 64 * 9));
   REQUIRE(day08::conv2d_bytes(s, false) ==
           Catch::Approx(4.0 * (64.0 * 64 * 56 * 56 * 2 + 64 * 64 * 9)));
+  // bf16 x and w, fp32 y (v6); bf16 y (cuDNN's bf16 row).
+  REQUIRE(day08::conv2d_bytes_bf16(s, false, false) ==
+          Catch::Approx(2.0 * (64.0 * 64 * 56 * 56 + 64 * 64 * 9) + 4.0 * 64 * 64 * 56 * 56));
+  REQUIRE(day08::conv2d_bytes_bf16(s, false, true) ==
+          Catch::Approx(2.0 * (64.0 * 64 * 56 * 56 * 2 + 64 * 64 * 9)));
 }

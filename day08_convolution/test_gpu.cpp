@@ -1,9 +1,12 @@
 // day08 GPU tests: every 1D, 2D and Conv2d variant against the CPU reference (double) at awkward
 // sizes (not tile multiples; C = 1 and 3; K = 1 and 5; stride 2; padding 0 and 2; R = S = 1, 3, 5;
 // dilation), fresh seeded inputs, outputs poisoned with NaN before each launch; conv2d_forward by
-// name ("best_fp32" included); and, with cuDNN, every variant against cuDNN at the benchmark
-// shapes ([timing]: too slow for the sanitizer runs).
+// name ("best_fp32" included); the bf16 NHWC variants (v6, cudnn_bf16_nhwc) against the CPU on
+// their bf16-rounded inputs at awkward shapes with C % 8 == 0, and v6's refusals; and, with cuDNN,
+// every variant against cuDNN at the benchmark shapes ([timing]: too slow for the sanitizer runs).
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "common/compare.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
+#include "common/half.hpp"
 #include "common/random.hpp"
 #include "conv_day.hpp"
 
@@ -73,6 +77,49 @@ struct LayerData {
     return d_y.download();
   }
 };
+
+// The bf16 NHWC variants' data: x and w converted once (NHWC, KRSC bf16), and the same values
+// rounded back to fp32 NCHW / KCRS for the CPU reference.
+struct Bf16Data {
+  std::vector<float> x_r, w_r, bias;
+  gpu100::DeviceBuffer<__nv_bfloat16> d_x, d_w, d_y16;
+  gpu100::DeviceBuffer<float> d_b, d_y;
+  Bf16Data(const day08::ConvShape& s, uint64_t seed)
+      : bias(gpu100::random_vector<float>(size_t(s.k), seed + 2)),
+        d_x(size_t(s.n) * s.c * s.h * s.w),
+        d_w(size_t(s.k) * s.c * s.r * s.s),
+        d_y16(size_t(s.n) * s.k * s.p() * s.q()),
+        d_b(bias.size()),
+        d_y(size_t(s.n) * s.k * s.p() * s.q()) {
+    const auto x = gpu100::random_vector<float>(d_x.size(), seed);
+    const auto w = gpu100::random_vector<float>(d_w.size(), seed + 1);
+    x_r = gpu100::round_trip<__nv_bfloat16>(x);
+    w_r = gpu100::round_trip<__nv_bfloat16>(w);
+    d_x.upload(day08::to_nhwc_bf16(s, x));
+    d_w.upload(day08::to_krsc_bf16(s, w));
+    d_b.upload(bias);
+  }
+  // The variant's output as fp32 NKPQ (cuDNN's bf16 NPQK converted back).
+  std::vector<float> run(const day08::Conv2dVariant& v, const day08::ConvShape& s, bool with_bias) {
+    d_y.poison();
+    d_y16.poison();
+    void* y = v.y_bf16_npqk ? static_cast<void*>(d_y16.data()) : d_y.data();
+    v.launch_bf16_nhwc(s, d_x.data(), d_w.data(), with_bias ? d_b.data() : nullptr, y, nullptr);
+    sync_check();
+    return v.y_bf16_npqk ? day08::npqk_to_nkpq(s, d_y16.download()) : d_y.download();
+  }
+  std::vector<double> reference(const day08::ConvShape& s, bool with_bias) const {
+    std::vector<double> ref(d_y.size());
+    day08::conv2d_cpu(s, x_r.data(), w_r.data(), with_bias ? bias.data() : nullptr, ref.data());
+    return ref;
+  }
+};
+
+const day08::Conv2dVariant& variant(const char* name) {
+  const day08::Conv2dVariant* v = day08::find_conv2d_variant(name);
+  if (v == nullptr) throw std::logic_error(std::string("no variant ") + name);
+  return *v;
+}
 
 }  // namespace
 
@@ -209,6 +256,7 @@ TEST_CASE("Conv2d variants match the CPU at awkward shapes, with and without bia
     std::vector<std::string> names;
     for (const auto& v : day08::conv2d_variants()) {
       if (v.is_library && (!day08::have_cudnn() || gpu100::sanitizer_run())) continue;
+      if (v.takes_bf16_nhwc()) continue;  // the bf16 NHWC tests below
       names.emplace_back(v.name);
     }
     names.emplace_back("best_fp32");
@@ -234,12 +282,98 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
   const day08::ConvShape s = make(2, 5, 33, 35, 67, 3, 3, 2, 1);
   LayerData data(s, 4242);
   for (const auto& v : day08::conv2d_variants()) {
-    if (v.is_library) continue;
+    if (v.is_library || v.takes_bf16_nhwc()) continue;
     INFO(v.name);
     const auto first = data.run(v.name, s, true);
     const auto again = data.run(v.name, s, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
   }
+  // v6 at a C % 8 == 0 shape of the same kind.
+  const day08::ConvShape s16 = make(2, 24, 33, 35, 67, 3, 3, 2, 1);
+  Bf16Data d16(s16, 4343);
+  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  const auto first = d16.run(v6, s16, true);
+  const auto again = d16.run(v6, s16, true);
+  REQUIRE(gpu100::compare_exact(first, again).ok);
+}
+
+namespace {
+
+// v6's awkward shapes: C = 8, 16, 24, 40, 64 (the 16-byte path needs C % 8 == 0; 24 and 40 put
+// (r, s) boundaries inside a 32-wide slab), H and W not tile multiples, K = 1, 5, 67, 70, stride
+// 2, padding 0 and 2, R = S = 1, 3, 5, R != S, dilation 2, a single output pixel.
+std::vector<day08::ConvShape> bf16_shapes() {
+  const std::vector<day08::ConvShape> all = {
+      make(1, 8, 7, 9, 1, 3, 3, 1, 1),        // C = 8, K = 1
+      make(2, 16, 19, 23, 5, 3, 3, 1, 0),     // C = 16, K = 5, padding 0
+      make(3, 8, 17, 31, 5, 5, 5, 2, 2),      // 5x5, stride 2, padding 2
+      make(1, 24, 13, 11, 70, 1, 1, 1, 0),    // 1x1 (GEMM_K = 24 < one slab), K = 70
+      make(2, 8, 33, 35, 67, 3, 3, 2, 1),     // stride 2, K = 67
+      make(1, 16, 20, 21, 8, 3, 3, 1, 2, 2),  // dilation 2
+      make(3, 64, 14, 14, 64, 3, 3, 1, 1),    // C = 64 (the ResNet layer's), M = 588
+      make(2, 40, 15, 12, 9, 3, 5, 1, 2),     // R != S, C = 40
+      make(1, 8, 5, 5, 1, 5, 5, 1, 0),        // a single output pixel
+      make(2, 16, 130, 3, 3, 3, 3, 1, 1),     // tall and narrow: blocks span several rows
+  };
+  std::vector<day08::ConvShape> kept;
+  for (const auto& s : all) {
+    const int64_t outputs = int64_t(s.n) * s.k * s.p() * s.q();
+    if (!gpu100::test_sizes({outputs}).empty()) kept.push_back(s);
+  }
+  return kept;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward shapes", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 1300;
+  int case_no = 0;
+  for (const auto& s : bf16_shapes()) {
+    Bf16Data data(s, seed += 3);
+    const bool with_bias = (case_no++ % 2) == 0;
+    for (const auto& v : day08::conv2d_variants()) {
+      if (!v.takes_bf16_nhwc()) continue;
+      if (v.is_library && (!day08::have_cudnn() || gpu100::sanitizer_run())) continue;
+      const auto runs = [&](bool b) { return v.refusal == nullptr || v.refusal(s, b).empty(); };
+      const bool bias = with_bias && runs(true);  // cuDNN bf16: no bias
+      INFO(v.name << " at " << day08::to_string(s) << (bias ? " +bias" : ""));
+      REQUIRE(runs(bias));
+      const day08::Tolerance tol = day08::conv2d_tolerance(s, v.precision);
+      const auto cmp =
+          gpu100::compare(data.reference(s, bias), data.run(v, s, bias), tol.abs_tol, tol.rel_tol);
+      INFO(cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  }
+}
+
+TEST_CASE("v6 rejects C not a multiple of 8 and unaligned x or w, launching nothing", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day08::ConvShape s = make(1, 16, 9, 10, 5, 3, 3, 1, 1);
+  Bf16Data data(s, 1500);
+  data.d_y.poison();
+  // 2 bytes past the buffer's start: not 16-byte aligned.
+  CHECK_THROWS_AS(day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, data.d_x.data() + 1, data.d_w.data(),
+                                                           nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, data.d_x.data(), data.d_w.data() + 1,
+                                                           nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  day08::ConvShape c12 = s;
+  c12.c = 12;  // the buffers are large enough; the shape is refused before any launch
+  CHECK_THROWS_AS(day08::conv2d_v6_implicit_gemm_bf16_nhwc(c12, data.d_x.data(), data.d_w.data(),
+                                                           nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  sync_check();
+  // Nothing ran: the output is still all poison.
+  for (float v : data.d_y.download()) REQUIRE(std::isnan(v));
+  // And the aligned call works.
+  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  const day08::Tolerance tol = day08::conv2d_tolerance(s, v6.precision);
+  REQUIRE(
+      gpu100::compare(data.reference(s, false), data.run(v6, s, false), tol.abs_tol, tol.rel_tol)
+          .ok);
 }
 
 TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]") {
@@ -269,7 +403,7 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
     const day08::Tolerance t32 = day08::conv2d_tolerance(s, day08::ConvPrecision::kFp32);
     REQUIRE(gpu100::compare(ref, got, t32.abs_tol, t32.rel_tol).ok);
     for (const auto& v : day08::conv2d_variants()) {
-      if (v.is_library) continue;
+      if (v.is_library || v.takes_bf16_nhwc()) continue;  // bf16: the next test
       INFO(v.name << " at " << day08::to_string(s));
       const day08::Tolerance tol = day08::conv2d_tolerance(s, v.precision);
       const auto cmp =
@@ -278,4 +412,42 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
       REQUIRE(cmp.ok);
     }
   }
+}
+
+TEST_CASE("v6 matches cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
+  GPU100_REQUIRE_GPU();
+  if (!day08::have_cudnn()) {
+    WARN("cuDNN not found: comparison skipped");
+    return;
+  }
+  const day08::ConvShape s = make(64, 64, 56, 56, 64, 3, 3, 1, 1);
+  Bf16Data data(s, 7100);
+  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  const auto& lib = variant(v6.library);
+  const auto lib_y = data.run(lib, s, false);
+  const auto got = data.run(v6, s, false);
+  // Both against the CPU (on the same bf16-rounded inputs) at sampled outputs, then every output
+  // of v6 against cuDNN's (whose bf16 output rounding is in the tolerance).
+  const int P = s.p(), Q = s.q();
+  std::vector<double> ref;
+  std::vector<float> got_s, lib_s;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const uint64_t hsh = gpu100::splitmix64(i + 7100);
+    const int n = int(hsh % s.n), k = int((hsh >> 16) % s.k), p = int((hsh >> 32) % P),
+              q = int((hsh >> 48) % Q);
+    ref.push_back(day08::conv2d_cpu_at(s, data.x_r.data(), data.w_r.data(), nullptr, n, k, p, q));
+    const size_t at = ((size_t(n) * s.k + k) * P + p) * Q + q;
+    got_s.push_back(got[at]);
+    lib_s.push_back(lib_y[at]);
+  }
+  const day08::Tolerance tol = day08::conv2d_tolerance(s, day08::ConvPrecision::kBf16);
+  const auto vs_cpu = gpu100::compare(ref, got_s, tol.abs_tol, tol.rel_tol);
+  INFO("v6 vs CPU: " << vs_cpu.summary());
+  REQUIRE(vs_cpu.ok);
+  const auto lib_vs_cpu = gpu100::compare(ref, lib_s, tol.abs_tol, tol.rel_tol);
+  INFO("cuDNN vs CPU: " << lib_vs_cpu.summary());
+  REQUIRE(lib_vs_cpu.ok);
+  const auto cmp = gpu100::compare(lib_y, got, 2 * tol.abs_tol, 2 * tol.rel_tol);
+  INFO("v6 vs cuDNN: " << cmp.summary());
+  REQUIRE(cmp.ok);
 }
