@@ -58,8 +58,9 @@ struct V5Config {
   static constexpr bool kPingPong = kPingPong_;
   static constexpr int kConsumerWarps = 4 * kWGs_;
   static constexpr int kBQ = 64 * kWGs_, kBKV = 128;  // queries per block, keys per K/V tile
-  // + a producer warpgroup: registers are handed out per warpgroup, and setmaxnreg (below) works
-  // on whole warpgroups, so the producer is a full one although a single thread of it works.
+  // + a producer warpgroup: with a single producer warp (288 threads) ptxas still held the kernel
+  // to 168 registers (65536 / 384) and a 224 cap failed to launch; setmaxnreg (below) works on
+  // whole warpgroups, so the producer is a full one although a single thread of it works.
   static constexpr int kThreads = 32 * (kConsumerWarps + 4);
   // setmaxnreg budgets: the register file (64 K) moved from the producer to the consumers.
   static constexpr int kProducerRegs = kWGs_ == 2 ? 24 : 32;
