@@ -70,7 +70,13 @@ void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat
 void gemm_v11_wgmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,
                          float*, cudaStream_t);
 void gemm_v11_wgmma_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
-
+// v12: v11 BF16, warp-specialised (a TMA producer warpgroup, full / empty mbarriers) and
+// persistent (one block per SM loops over the output tiles).
+void gemm_v12_wgmma_ws_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,
+                            float*, cudaStream_t);
+// v13: v12 on clusters of 2 CTAs (vertically adjacent tiles) sharing B by TMA multicast.
+void gemm_v13_wgmma_cluster_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*,
+                                 float, float*, cudaStream_t);
 // ---- cuBLAS, the library a user would pick instead ---------------------------------------------
 // One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it
 // never uses TF32.

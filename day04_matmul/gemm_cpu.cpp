@@ -104,6 +104,13 @@ const std::vector<GemmVariant>& gemm_variants() {
        P::kTf32, gemm_v11_wgmma_tf32, nullptr, false, "cublas_tf32"},
       {"v11_wgmma_bf16", "Hopper wgmma m64n256k16 from shared memory, TMA 4-stage pipeline",
        P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16"},
+      {"v12_wgmma_ws_bf16",
+       "v11 warp-specialised (TMA producer warpgroup, full/empty mbarriers) and persistent",
+       P::kBf16, nullptr, gemm_v12_wgmma_ws_bf16, false, "cublas_bf16"},
+      {"v13_wgmma_cluster_bf16",
+       "v12 on 2-CTA clusters: each B tile multicast by TMA to both CTAs (a third less L2 "
+       "traffic)",
+       P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16"},
 #endif
       {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
        nullptr, true, ""},
