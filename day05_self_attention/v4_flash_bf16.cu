@@ -81,21 +81,21 @@ struct V4Config {
 // D = 128: FlashAttention-2's layout, 4 warps x 2 m-tiles (32 rows per warp, 128 per block), Q
 // re-read from shared memory, 64-key tiles. Per 16-deep k-step of S = Q K^T a warp issues 2
 // ldmatrix for Q and BKV / 16 = 4 for K, then BKV / 4 = 16 mma (0.375 ldmatrix per mma); in P V
-// each V fragment feeds 2 mma. O (128 registers) and S / P (64 at 64 keys) fit in 244 registers
-// with no spill only with 2 K/V stages (ptxas, sm_90a: a third stage spills 16 bytes); 128
-// threads x 244 registers x 2 blocks fit the register file. 35 KB of Q + 2 x 35 KB of K/V =
+// each V fragment feeds 2 mma. O (128 registers) and S / P (64 at 64 keys) take 255 registers
+// and an 8-byte spill with 2 K/V stages (ptxas 13.0, sm_90a; a third stage spills 16 bytes); 128
+// threads x 255 registers x 2 blocks fit the register file. 35 KB of Q + 2 x 35 KB of K/V =
 // 104 KB per block, 2 blocks per SM. Measured on the H100 (B 8, H 16, S 4096, non-causal), one
 // A/B run per tiling, each written into the source and rebuilt: 32-key tiles with 3 stages 275
 // TFLOP/s, 64 keys with 2 stages 304, 64 keys with 3 stages (the 16-byte spill) 182, 8 warps x
 // 1 m-tile with Q in registers 239. The 64-key tile halves the barriers, cp.async waits and row
-// max/sum shuffles per key; the spill shows how little headroom 255 registers leave.
+// max/sum shuffles per key; the 16-byte spill shows how little headroom 255 registers leave.
 using ConfigD128 = V4Config<128, 64, 4, 2, 2, false, 2>;
 // D = 64: 4 warps x 2 m-tiles, Q fragments kept in registers (32 of them), 64-key tiles, 2
-// stages: 255 registers with an 8-byte spill, 18 KB of Q + 2 x 18 KB of K/V = 55 KB per block.
+// stages: 244 registers, no spill, 18 KB of Q + 2 x 18 KB of K/V = 55 KB per block.
 // Measured as above (S 2048, non-causal): 229 TFLOP/s, against 224 with Q re-read from shared
 // memory and 3 stages (228 registers, no spill), 181 with 32-key tiles, 163 with 8 warps x 1
-// m-tile: at D = 64 a k-step has only 4 Q fragments, and keeping them saves more than the
-// spill costs.
+// m-tile: at D = 64 a k-step has only 4 Q fragments, and keeping them in registers beats
+// re-reading them. (An earlier version of this comment had the two register counts swapped.)
 using ConfigD64 = V4Config<64, 64, 4, 2, 2, true, 2>;
 
 // Starts the copy of rows [row0, row0 + kRows) of a head's [S][kD] matrix into smem [kRows][kLd]:
