@@ -92,6 +92,29 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* map
       : "memory");
 }
 
+// The reverse: a box of shared memory (in the map's swizzled layout) written to global memory by
+// the TMA engine; parts outside the tensor are not written. Completes as a bulk async-group.
+__device__ __forceinline__ void tma_store_3d(const void* map, const void* src, int c0, int c1,
+                                             int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+// Closes this thread's bulk async-group; waits until its groups have finished reading shared
+// memory (the source may then be reused or the block may exit).
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_read_all() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Makes this thread's ordinary shared-memory writes visible to the async proxy (TMA).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // ---- clusters ----------------------------------------------------------------------------------
 // This CTA's rank in its cluster.
 __device__ __forceinline__ uint32_t cluster_rank() {
