@@ -39,14 +39,18 @@ void sgemm_v7_warptile(GemmShape, float, const float*, const float*, float, floa
 void sgemm_v8_double_buffered(GemmShape, float, const float*, const float*, float, float*,
                               cudaStream_t);
 
+// v8's second form: cp.async straight into a ring of shared-memory stages, no register staging
+// (A transposed first, timed with it).
+void sgemm_v8_cp_async(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
 // The autotuned v8: the first call for a given (M, N, K) times every configuration in
-// sgemm_v8_configs() once and remembers the fastest; later calls use it.
+// sgemm_v8_configs() (both forms of v8) once and remembers the fastest; later calls use it.
 void sgemm_v8_autotuned(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
 struct TileConfig {
   const char* name;  // "128x128x8 w64x32 256t"
   SgemmFn launch;
 };
 const std::vector<TileConfig>& sgemm_v8_configs();
+const std::vector<TileConfig>& sgemm_v8_cp_async_configs();  // included in the above
 // The configuration the autotuner chose for this shape ("" if it has not run for it).
 std::string sgemm_autotuned_choice(GemmShape s);
 // Every configuration's time from that one tuning run: "name 1.234 ms; ..." ("" before it ran).

@@ -99,18 +99,23 @@ void sgemm_v8_double_buffered(GemmShape s, float alpha, const float* a, const fl
 // skinny matrices) and need fewer registers. (128 x 128 x 16 capped at 2 blocks per SM is not
 // here: it needs 149 registers, and at 128 ptxas spills to local memory.)
 const std::vector<TileConfig>& sgemm_v8_configs() {
-  static const std::vector<TileConfig> kConfigs = {
-      {"128x128x16 w64x32 256t 1/SM", launch_v8<128, 128, 16, 64, 32, 256, 1>},
-      {"128x128x8 w64x32 256t 2/SM", launch_v8<128, 128, 8, 64, 32, 256, 2>},
-      {"128x256x8 w64x64 256t", launch_v8<128, 256, 8, 64, 64, 256>},
-      {"128x64x16 w64x32 128t", launch_v8<128, 64, 16, 64, 32, 128>},
-      {"64x64x16 w32x32 128t", launch_v8<64, 64, 16, 32, 32, 128>},
-      // 4 warps of 64 x 64: an 8 x 16 thread tile, 6 shared loads per 128 FMAs.
-      {"128x128x8 w64x64 128t", launch_v8<128, 128, 8, 64, 64, 128>},
-      {"128x128x16 w64x64 128t", launch_v8<128, 128, 16, 64, 64, 128>},
-      {"256x128x8 w64x64 256t", launch_v8<256, 128, 8, 64, 64, 256>},
-      {"128x256x16 w64x64 256t", launch_v8<128, 256, 16, 64, 64, 256>},
-  };
+  static const std::vector<TileConfig> kConfigs = [] {
+    std::vector<TileConfig> v = {
+        {"128x128x16 w64x32 256t 1/SM", launch_v8<128, 128, 16, 64, 32, 256, 1>},
+        {"128x128x8 w64x32 256t 2/SM", launch_v8<128, 128, 8, 64, 32, 256, 2>},
+        {"128x256x8 w64x64 256t", launch_v8<128, 256, 8, 64, 64, 256>},
+        {"128x64x16 w64x32 128t", launch_v8<128, 64, 16, 64, 32, 128>},
+        {"64x64x16 w32x32 128t", launch_v8<64, 64, 16, 32, 32, 128>},
+        // 4 warps of 64 x 64: an 8 x 16 thread tile, 6 shared loads per 128 FMAs.
+        {"128x128x8 w64x64 128t", launch_v8<128, 128, 8, 64, 64, 128>},
+        {"128x128x16 w64x64 128t", launch_v8<128, 128, 16, 64, 64, 128>},
+        {"256x128x8 w64x64 256t", launch_v8<256, 128, 8, 64, 64, 256>},
+        {"128x256x16 w64x64 256t", launch_v8<128, 256, 16, 64, 64, 256>},
+    };
+    // and v8's second form, cp.async into a ring of stages (sgemm_v8_cp_async.cu)
+    for (const auto& c : sgemm_v8_cp_async_configs()) v.push_back(c);
+    return v;
+  }();
   return kConfigs;
 }
 

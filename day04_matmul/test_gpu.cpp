@@ -17,10 +17,12 @@
 
 namespace {
 
-const std::vector<day04::GemmShape> kShapes = {{1, 1, 1},       {33, 33, 33},    {1, 1000, 33},
-                                               {1000, 1, 17},   {127, 129, 257}, {128, 128, 128},
-                                               {257, 96, 1000}, {4097, 33, 64},  {65, 67, 2048},
-                                               {130, 260, 36},  {300, 264, 200}};
+// The last two are multiples of 4 but of no tile size: v8_cp_async's 16-byte
+// path with partial tiles, and K = 20, shorter than v8_cp_async's ring of stages.
+const std::vector<day04::GemmShape> kShapes = {
+    {1, 1, 1},       {33, 33, 33},    {1, 1000, 33},  {1000, 1, 17},  {127, 129, 257},
+    {128, 128, 128}, {257, 96, 1000}, {4097, 33, 64}, {65, 67, 2048}, {130, 260, 36},
+    {300, 264, 200}, {132, 68, 44},   {260, 136, 20}};
 
 // Runs variant v on fresh inputs and compares with the double-precision CPU reference.
 // beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.

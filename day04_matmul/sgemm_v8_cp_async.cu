@@ -1,0 +1,138 @@
+// SGEMM v8_cp_async: v8's idea (the next slab travels while this one is multiplied) without v8's
+// price. v8 stages the next slab in registers, which costs 2 x (TM + TN) / 4 registers and, at the
+// 128 x 128 tile, one of the two blocks per SM. Here cp.async copies global memory straight into a
+// ring of kStages shared-memory stages: no register holds the slab on its way, the warps issue
+// their copies and go on multiplying, and one barrier per slab remains (v7 has two, with the
+// global-load latency exposed between them). cp.async cannot transpose, and the warp tile reads A
+// k-major (As[k][m], tiles.cuh), so A is first transposed into a K x M scratch buffer by day04's
+// padded-tile transpose (t4); its time is part of this variant's time (about 1% at 4096^3).
+// The multiply itself is v7's WarpTile, unchanged: the results stay bit-identical to cuBLAS.
+// Shapes whose rows are not 16-byte multiples (M, N or K not multiples of 4, or misaligned
+// pointers) go to v7.
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/math.hpp"
+#include "gemm.hpp"
+#include "mma.cuh"
+#include "tiles.cuh"
+#include "transpose.hpp"
+
+namespace day04 {
+
+namespace {
+
+// Starts the copy of rows [r0, r0 + kRows) x columns [c0, c0 + kCols) of a row-major matrix of
+// rows x cols floats into shared memory with row pitch kPitch, one 16-byte cp.async per 4 floats
+// (cols % 4 == 0 and a 16-byte aligned matrix: a chunk is wholly inside or wholly outside);
+// chunks outside the matrix are zero-filled.
+template <int kRows, int kCols, int kPitch, int kThreads>
+__device__ __forceinline__ void copy_tile_async(float* dst, const float* __restrict__ src, int rows,
+                                                int cols, int r0, int c0, int tid) {
+  constexpr int kChunks = kRows * kCols / 4;
+  static_assert(kChunks % kThreads == 0, "the tile must split evenly into 16-byte chunks");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int f = tid + i * kThreads, r = f / (kCols / 4), c = (f % (kCols / 4)) * 4;
+    const bool ok = r0 + r < rows && c0 + c < cols;
+    mma::cp_async_16(dst + r * kPitch + c, ok ? src + size_t(r0 + r) * cols + c0 + c : src, ok);
+  }
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages>
+__global__ void __launch_bounds__(kThreads, 2)
+    sgemm_v8_cp_async_kernel(int m, int n, int k, float alpha, const float* __restrict__ at,
+                             const float* __restrict__ b, float beta, float* c) {
+  static_assert((BM / WM) * (BN / WN) * 32 == kThreads, "one warp per warp tile");
+  static_assert(kStages >= 2, "at least two stages");
+  constexpr int kAStage = BK * (BM + tiles::kAPad), kBStage = BK * BN;
+  extern __shared__ __align__(16) float smem[];  // kStages x [As (BK x BM+pad)][Bs (BK x BN)]
+  auto a_stage = [&](int st) { return smem + st * (kAStage + kBStage); };
+  auto b_stage = [&](int st) { return smem + st * (kAStage + kBStage) + kAStage; };
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+  const int wm0 = (warp / (BN / WN)) * WM, wn0 = (warp % (BN / WN)) * WN;
+  const int num_slabs = gpu100::ceil_div(k, BK);
+
+  // Slab t: rows t BK .. of A^T (K x M) and of B (K x N), the block's BM and BN columns.
+  auto load_slab = [&](int st, int t) {
+    copy_tile_async<BK, BM, BM + tiles::kAPad, kThreads>(a_stage(st), at, k, m, t * BK, row0, tid);
+    copy_tile_async<BK, BN, BN, kThreads>(b_stage(st), b, k, n, t * BK, col0, tid);
+  };
+  // Prologue: slabs 0 .. kStages - 2, one commit group each (empty groups keep the count).
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < num_slabs) load_slab(st, st);
+    mma::cp_async_commit();
+  }
+
+  tiles::WarpTile<BM, BN, BK, WM, WN> tile;
+  tile.zero();
+  for (int t = 0; t < num_slabs; ++t) {
+    mma::cp_async_wait<kStages - 2>();  // this thread's copies of slab t have landed...
+    __syncthreads();  // ...everyone's; and every warp has finished with slab t - 1's stage
+    const int next = t + kStages - 1;
+    if (next < num_slabs) load_slab(next % kStages, next);  // into slab t - 1's stage
+    mma::cp_async_commit();
+    tile.mma(a_stage(t % kStages), b_stage(t % kStages), wm0, wn0, lane);
+  }
+  mma::cp_async_wait<0>();  // no copy may be in flight when the block exits
+  tile.template store<true>(c, m, n, alpha, beta, row0 + wm0, col0 + wn0, lane);
+}
+
+}  // namespace
+
+namespace {
+
+template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages>
+void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                        float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  if (!vector_path_ok(s, a, b, c) || s.m % 4 != 0) {
+    sgemm_v7_warptile(s, alpha, a, b, beta, c, stream);  // 16-byte copies need 16-byte rows
+    return;
+  }
+  constexpr size_t kSmemBytes = sizeof(float) * kStages * (BK * (BM + tiles::kAPad) + BK * BN);
+  auto kernel = sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages>;
+  static const bool configured = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kSmemBytes)));
+    return true;
+  }();
+  (void)configured;
+  // A (M x K) -> A^T (K x M) in a scratch buffer that lives as long as the thread and only grows,
+  // so the timed runs allocate nothing.
+  thread_local gpu100::DeviceBuffer<float> at;
+  const size_t count = size_t(s.m) * s.k;
+  if (at.size() < count) at = gpu100::DeviceBuffer<float>(count);
+  transpose_v4_padded_tile(a, at.data(), s.m, s.k, stream);
+  const dim3 grid(gpu100::ceil_div(s.n, BN), gpu100::ceil_div(s.m, BM));
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, alpha, at.data(), b, beta, c);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+// 128 x 128 x 16 tiles, warps of 64 x 32 (v7's), 4 stages: 66 KB of shared memory and 117
+// registers, 2 blocks per SM. Measured on the H100 (4096^3, one A/B run, each setting written
+// into this file and rebuilt, ms): BK 16 with 3 stages 2.948-2.950, with 4 stages 2.938; BK 32
+// with 2 stages 2.984-2.985, with 3 stages 3.025 (v7: 3.41; cuBLAS: 2.66-2.71).
+void sgemm_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                       float* c, cudaStream_t stream) {
+  launch_v8_cp_async<128, 128, 16, 64, 32, 256, 4>(s, alpha, a, b, beta, c, stream);
+}
+
+// The cp.async configurations the autotuner adds to v8's (sgemm_v8_configs).
+const std::vector<TileConfig>& sgemm_v8_cp_async_configs() {
+  static const std::vector<TileConfig> kConfigs = {
+      {"cp.async 128x128x16 w64x32 256t 4 stages",
+       launch_v8_cp_async<128, 128, 16, 64, 32, 256, 4>},
+      {"cp.async 128x128x16 w64x32 256t 3 stages",
+       launch_v8_cp_async<128, 128, 16, 64, 32, 256, 3>},
+      {"cp.async 128x128x32 w64x32 256t 2 stages",
+       launch_v8_cp_async<128, 128, 32, 64, 32, 256, 2>},
+      {"cp.async 128x64x16 w64x32 128t 4 stages", launch_v8_cp_async<128, 64, 16, 64, 32, 128, 4>},
+  };
+  return kConfigs;
+}
+
+}  // namespace day04
