@@ -90,7 +90,7 @@ const std::vector<GemmVariant>& gemm_variants() {
       {"v8_double_buffered", "two shared-memory stages, next slab prefetched to registers",
        P::kFp32, sgemm_v8_double_buffered, nullptr, false, "cublas_sgemm"},
       {"v8_cp_async",
-       "v8 with cp.async into a 3-stage shared ring (no register staging); A transposed first",
+       "v8 with cp.async into a 4-stage shared ring (no register staging); A transposed first",
        P::kFp32, sgemm_v8_cp_async, nullptr, false, "cublas_sgemm"},
       {"v8_autotuned", "v8 with the fastest of its tile configurations, chosen per (M, N, K)",
        P::kFp32, sgemm_v8_autotuned, nullptr, false, "cublas_sgemm"},

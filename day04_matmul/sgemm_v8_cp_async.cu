@@ -38,8 +38,9 @@ __device__ __forceinline__ void copy_tile_async(float* dst, const float* __restr
   }
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages>
-__global__ void __launch_bounds__(kThreads, 2)
+// kMinBlocks: blocks per SM to plan registers for (2 caps a 256-thread block at 128 registers).
+template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     sgemm_v8_cp_async_kernel(int m, int n, int k, float alpha, const float* __restrict__ at,
                              const float* __restrict__ b, float beta, float* c) {
   static_assert((BM / WM) * (BN / WN) * 32 == kThreads, "one warp per warp tile");
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 namespace {
 
-template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages>
+template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages, int kMinBlocks = 2>
 void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b, float beta,
                         float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
@@ -92,7 +93,7 @@ void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b
     return;
   }
   constexpr size_t kSmemBytes = sizeof(float) * kStages * (BK * (BM + tiles::kAPad) + BK * BN);
-  auto kernel = sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages>;
+  auto kernel = sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks>;
   static const bool configured = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kSmemBytes)));
@@ -112,13 +113,16 @@ void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b
 
 }  // namespace
 
-// 128 x 128 x 16 tiles, warps of 64 x 32 (v7's), 4 stages: 66 KB of shared memory and 117
-// registers, 2 blocks per SM. Measured on the H100 (4096^3, one A/B run, each setting written
-// into this file and rebuilt, ms): BK 16 with 3 stages 2.948-2.950, with 4 stages 2.938; BK 32
-// with 2 stages 2.984-2.985, with 3 stages 3.025 (v7: 3.41; cuBLAS: 2.66-2.71).
+// The configuration the autotuner picked on the H100 at 4096^3: 128 x 128 x 8 tiles, 4 warps of
+// 64 x 64 (8 x 16 outputs per thread: 6 shared loads per 128 FMAs), 4 stages of 8.3 KB, 187
+// registers, 2 blocks of 128 threads per SM. Its tuning runs (one timing each, ms; v7 3.41,
+// cuBLAS 2.66): this one 2.899-2.900; 128 x 128 x 16 with v7's 64 x 32 warps, 4 stages
+// 2.932-2.933, 3 stages 2.942-2.945; x 32, 2 stages 2.976-2.977; 256 x 128 x 8 with 64 x 64 warps
+// (one block of 256 threads per SM) 2.970, x 16 3.041-3.042; 128 x 128 x 16 with 64 x 64 warps
+// 3.096; 128 x 64 x 16 3.287-3.288.
 void sgemm_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b, float beta,
                        float* c, cudaStream_t stream) {
-  launch_v8_cp_async<128, 128, 16, 64, 32, 256, 4>(s, alpha, a, b, beta, c, stream);
+  launch_v8_cp_async<128, 128, 8, 64, 64, 128, 4>(s, alpha, a, b, beta, c, stream);
 }
 
 // The cp.async configurations the autotuner adds to v8's (sgemm_v8_configs).
@@ -131,6 +135,15 @@ const std::vector<TileConfig>& sgemm_v8_cp_async_configs() {
       {"cp.async 128x128x32 w64x32 256t 2 stages",
        launch_v8_cp_async<128, 128, 32, 64, 32, 256, 2>},
       {"cp.async 128x64x16 w64x32 128t 4 stages", launch_v8_cp_async<128, 64, 16, 64, 32, 128, 4>},
+      // 8 x 16 outputs per thread (warps of 64 x 64): 6 shared loads per 128 FMAs instead of 4
+      // per 64, at the price of registers (one block of 256 threads per SM)
+      {"cp.async 256x128x8 w64x64 256t 4 stages 1/SM",
+       launch_v8_cp_async<256, 128, 8, 64, 64, 256, 4, 1>},
+      {"cp.async 256x128x16 w64x64 256t 3 stages 1/SM",
+       launch_v8_cp_async<256, 128, 16, 64, 64, 256, 3, 1>},
+      {"cp.async 128x128x8 w64x64 128t 4 stages", launch_v8_cp_async<128, 128, 8, 64, 64, 128, 4>},
+      {"cp.async 128x128x16 w64x64 128t 3 stages",
+       launch_v8_cp_async<128, 128, 16, 64, 64, 128, 3>},
   };
   return kConfigs;
 }
