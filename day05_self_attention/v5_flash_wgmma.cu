@@ -82,9 +82,9 @@ struct V5Config {
 //   overlap, 3 / 4 stages, ping-pong:    554 / 345
 //   overlap, 3 / 4 stages, no ping-pong: 604 / 316
 //   overlap, 2 / 2 stages, ping-pong:    444 / 285
-// so D = 128 runs without the turns and D = 64 with them. (At D = 128 a warpgroup's multiplies are
-// long enough that the hardware interleaves the two warpgroups well by itself, and the turns only
-// add waits; at D = 64 the S multiply is as long as P V's and the softmax is relatively longer.)
+// so D = 128 runs without the turns and D = 64 with them. (A reading, not profiled: at D = 128 a
+// warpgroup's multiplies are long enough that the two warpgroups interleave well by themselves and
+// the turns only add waits; at D = 64 the softmax is a larger share of each tile.)
 // Shared memory: D = 128, Q 32 KB + 3 stages x (K 32 KB + V 32 KB) = 224 KB; D = 64, 16 KB + 4 x
 // 32 KB = 144 KB. A third consumer warpgroup at D = 64 (160 registers each) spills.
 using ConfigD128 = V5Config<128, 3, 2, false>;
