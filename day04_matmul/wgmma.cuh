@@ -131,8 +131,8 @@ __device__ __forceinline__ void cluster_sync() {
 // One arrival on the mbarrier at bar's offset in the shared memory of cluster CTA `rank` (mapa
 // turns the local address into that CTA's). The default semantics (release at CTA scope), as
 // CUTLASS's cluster barriers use: spelling it .release.cluster made day04's v13 run at half
-// speed on the H100 (273 against 621 TFLOP/s at 4096^3), the arriving warp waiting for its
-// earlier memory operations to become visible to the whole cluster at every k-tile. What the
+// speed on the H100 (273 against 621 TFLOP/s at 4096^3; most likely the arriving warp waiting for
+// its earlier memory operations to become visible to the whole cluster at every k-tile). What the
 // arrival announces ("this warp has finished reading the stage") needs no more: the reads were
 // wgmma's, complete before the arrival (wgmma.wait_group).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
