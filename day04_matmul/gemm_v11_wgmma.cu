@@ -289,9 +289,9 @@ __global__ void __launch_bounds__(kThreadsWS, 1)
 // a producer may refill stage s only when the consumers of both CTAs have released it: each
 // consumer warp arrives on the `empty` barrier of both CTAs (16 arrivals per phase), the second
 // one remotely (mapa + mbarrier.arrive.shared::cluster; the producer waits with cluster-scope
-// acquire). The `full` barrier of each CTA expects
-// the whole 48 KB, whichever CTA's copy brought it. No CTA may exit while its partner can still
-// write into its shared memory or arrive on its barriers: a cluster barrier ends the kernel.
+// acquire). The `full` barrier of each CTA expects the whole 48 KB, whichever CTA's copy brought
+// it. No CTA may exit while its partner can still write into its shared memory or arrive on its
+// barriers: a cluster barrier ends the kernel.
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     gemm_v13_kernel(int m, int n, int k, float alpha, float beta, float* __restrict__ c,
                     const __grid_constant__ CUtensorMap map_a,
