@@ -74,10 +74,7 @@ inline RowLaunch row_launch(int64_t rows, int64_t units) {
           dim3(static_cast<unsigned>(threads))};
 }
 
-// True when p is 16-byte aligned, so it may be read or written as float4 / uint4.
-inline bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
+using gpu100::aligned16;  // common/math.hpp
 
 // v3's fused kernel (one thread per pair, Q and K in one launch) for either storage type: v3
 // launches it for fp32, and v4 and v5 fall back to it when a 16-byte access is not possible.

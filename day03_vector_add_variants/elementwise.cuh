@@ -31,11 +31,7 @@ inline void check_size(int64_t n, const char* who) {
   }
 }
 
-// cudaMalloc returns 256-byte-aligned memory, but the API takes any pointer (a + 1 is legal), and
-// a 16-byte access through a pointer that is not 16-byte aligned is a misaligned-address fault.
-inline bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
+using gpu100::aligned16;  // common/math.hpp
 
 // Blocks of kThreads threads that give every one of `threads` work items its own thread.
 // At least one block, so that a launch with only a scalar tail still has threads to run it.

@@ -179,8 +179,7 @@ void gemm_v10_mma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const _
   }();
   (void)attr_set;
   const dim3 grid(gpu100::ceil_div(s.n, kBN), gpu100::ceil_div(s.m, kBM));
-  const bool aligned =
-      reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  const bool aligned = gpu100::aligned16(a) && gpu100::aligned16(b);
   if (s.k % 8 == 0 && s.n % 8 == 0 && aligned) {
     gemm_v10_kernel<true>
         <<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, alpha, a, b, beta, c);

@@ -378,8 +378,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
 
 namespace {
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+// The BF16 shapes and pointers TMA can describe (16-byte row strides and addresses); v11-v13
+// send every other BF16 call to v10.
+bool tma_bf16_ok(GemmShape s, const void* a, const void* b) {
+  return s.k % 8 == 0 && s.n % 8 == 0 && gpu100::aligned16(a) && gpu100::aligned16(b);
 }
 
 template <typename E>
@@ -403,7 +405,7 @@ void gemm_v11_wgmma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const
                          float beta, float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   require_sm90("v11 (wgmma)");
-  if (s.k % 8 != 0 || s.n % 8 != 0 || !aligned16(a) || !aligned16(b)) {
+  if (!tma_bf16_ok(s, a, b)) {
     gemm_v10_mma_bf16(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
     return;
   }
@@ -415,7 +417,7 @@ void gemm_v12_wgmma_ws_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
                             const __nv_bfloat16* b, float beta, float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   require_sm90("v12 (wgmma)");
-  if (s.k % 8 != 0 || s.n % 8 != 0 || !aligned16(a) || !aligned16(b)) {
+  if (!tma_bf16_ok(s, a, b)) {
     gemm_v10_mma_bf16(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
     return;
   }
@@ -440,7 +442,7 @@ void gemm_v13_wgmma_cluster_bf16(GemmShape s, float alpha, const __nv_bfloat16* 
                                  cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   require_sm90("v13 (wgmma)");
-  if (s.k % 8 != 0 || s.n % 8 != 0 || !aligned16(a) || !aligned16(b)) {
+  if (!tma_bf16_ok(s, a, b)) {
     gemm_v10_mma_bf16(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
     return;
   }
@@ -477,7 +479,7 @@ void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* 
                          float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   require_sm90("v11 (wgmma)");
-  if (s.k % 4 != 0 || !aligned16(a)) {
+  if (s.k % 4 != 0 || !gpu100::aligned16(a)) {
     gemm_v10_mma_tf32(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
     return;
   }

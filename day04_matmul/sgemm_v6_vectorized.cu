@@ -107,8 +107,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 }
 
 bool vector_path_ok(GemmShape s, const void* a, const void* b, const void* c) {
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return s.k % 4 == 0 && s.n % 4 == 0 && aligned(a) && aligned(b) && aligned(c);
+  return s.k % 4 == 0 && s.n % 4 == 0 && gpu100::aligned16(a) && gpu100::aligned16(b) &&
+         gpu100::aligned16(c);
 }
 
 void sgemm_v6_vectorized(GemmShape s, float alpha, const float* a, const float* b, float beta,

@@ -384,10 +384,6 @@ void launch_v4(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   CUDA_CHECK_LAST();
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
@@ -398,7 +394,8 @@ void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16*
   if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) {
     throw std::invalid_argument("v4_flash_bf16: null pointer");
   }
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) {
+  if (!gpu100::aligned16(q) || !gpu100::aligned16(k) || !gpu100::aligned16(v) ||
+      !gpu100::aligned16(o)) {
     throw std::invalid_argument("v4_flash_bf16: Q, K, V and O must be 16-byte aligned");
   }
   if (workspace == nullptr || workspace_bytes < flash_workspace_bytes(s)) {

@@ -381,10 +381,6 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   CUDA_CHECK_LAST();
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
@@ -395,7 +391,8 @@ void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16
   if (q == nullptr || k == nullptr || v == nullptr || o == nullptr) {
     throw std::invalid_argument("v5_flash_wgmma: null pointer");
   }
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o)) {
+  if (!gpu100::aligned16(q) || !gpu100::aligned16(k) || !gpu100::aligned16(v) ||
+      !gpu100::aligned16(o)) {
     throw std::invalid_argument("v5_flash_wgmma: Q, K, V and O must be 16-byte aligned (TMA)");
   }
   if (workspace == nullptr || workspace_bytes < flash_workspace_bytes(s)) {

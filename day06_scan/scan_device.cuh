@@ -30,9 +30,7 @@ inline void check_n(int64_t n, int64_t max_n, const char* who) {
   }
 }
 
-inline bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
+using gpu100::aligned16;  // common/math.hpp
 
 // Hands out 256-byte-aligned pieces of a caller's workspace; throws when it is too small.
 class Carver {
