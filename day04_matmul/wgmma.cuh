@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "common/mbarrier.cuh"
 #include "mma.cuh"
 
 namespace day04::wgmma {
@@ -18,35 +19,21 @@ namespace day04::wgmma {
 using day04::mma::smem_addr;
 
 // ---- mbarrier ----------------------------------------------------------------------------------
-// A barrier in shared memory that completes a phase when `count` arrivals and every expected
-// transaction byte (TMA copies) have been seen.
+// The CTA-scope mbarrier wrappers live in common/mbarrier.cuh (day06's scan uses them too).
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+  gpu100::mbar::init(bar, count);
 }
-// Makes the initialisations above visible to the async proxy (TMA) and the other threads.
 __device__ __forceinline__ void mbar_fence_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  gpu100::mbar::fence_init();
 }
-// One arrival that also announces `bytes` of TMA traffic the phase must wait for.
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
-               "r"(bytes));
+  gpu100::mbar::expect_tx(bar, bytes);
 }
-// One plain arrival (release: this thread's earlier shared-memory reads are ordered before it).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  gpu100::mbar::arrive(bar);
 }
-// Spins until the phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
+  gpu100::mbar::wait(bar, parity);
 }
 
 // The same wait with cluster scope: for a barrier that CTAs of the cluster arrive on remotely.

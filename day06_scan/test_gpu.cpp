@@ -15,10 +15,11 @@
 namespace {
 
 // 1; around a warp; around the tiles of every variant (256, 512, 1024, 2048, 4096, 8192
-// elements); many tiles + 7; 2^24 + 3 (2049 v6 tiles, three levels of v4's tile sums at 2048).
-const std::vector<int64_t> kSizes = {1,    31,   32,   33,   255,    257,
-                                     511,  513,  1023, 1025, 2047,   2049,
-                                     4095, 4097, 8191, 8193, 409607, (1 << 24) + 3};
+// elements; v6: 26624, whose first 8192 go through registers and the rest through shared
+// memory); many tiles + 7; 2^24 + 3 (631 v6 tiles, three levels of v4's tile sums at 2048).
+const std::vector<int64_t> kSizes = {1,    31,   32,    33,    255,   257,    511,
+                                     513,  1023, 1025,  2047,  2049,  4095,   4097,
+                                     8191, 8193, 26623, 26625, 53249, 409607, (1 << 24) + 3};
 
 void sync_check() {
   CUDA_CHECK(cudaPeekAtLastError());
@@ -140,8 +141,8 @@ TEST_CASE("v6 is correct when many tiles wait on their predecessors", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day06::ScanVariant* v = day06::find_scan_variant("v6_decoupled_lookback");
   REQUIRE(v != nullptr);
-  // 2^26 + 5 elements: 8193 tiles of 8192, far more than fit on the GPU at once, so most
-  // look-backs find aggregates and walk several windows back.
+  // 2^26 + 5 elements: 2521 tiles of 26624, far more than fit on the GPU at once (3 per SM), so
+  // most look-backs find aggregates and walk several windows back.
   for (int64_t n : gpu100::test_sizes({(int64_t(1) << 26) + 5})) {
     const std::vector<int32_t> xi = input<int32_t>(n, 6001);
     REQUIRE(day06::check_scan(xi, run_scan(*v, xi, false, false), false).ok);
@@ -149,6 +150,32 @@ TEST_CASE("v6 is correct when many tiles wait on their predecessors", "[gpu]") {
     const gpu100::CompareResult cmp = day06::check_scan(xf, run_scan(*v, xf, true, false), true);
     INFO(cmp.summary());
     REQUIRE(cmp.ok);
+  }
+}
+
+TEST_CASE("v6 is correct when the pointers are not 16-byte aligned", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day06::ScanVariant* v = day06::find_scan_variant("v6_decoupled_lookback");
+  REQUIRE(v != nullptr);
+  // One element past an aligned allocation: no 16-byte loads, stores or bulk copies; every tile
+  // takes the path the last tile of an aligned run takes.
+  uint64_t seed = 6500;
+  for (int64_t n : gpu100::test_sizes({26625, 3 * 26624 + 5})) {
+    for (bool exclusive : {false, true}) {
+      INFO("n = " << n << (exclusive ? " exclusive" : ""));
+      const std::vector<int32_t> x = input<int32_t>(n, ++seed);
+      const size_t ws_bytes = v->workspace_bytes(n);
+      gpu100::DeviceBuffer<int32_t> d_x(n + 1), d_y(n + 1);
+      gpu100::DeviceBuffer<char> ws(ws_bytes);
+      CUDA_CHECK(cudaMemcpy(d_x.data() + 1, x.data(), static_cast<size_t>(n) * sizeof(int32_t),
+                            cudaMemcpyHostToDevice));
+      d_y.poison();
+      v->int32(d_x.data() + 1, d_y.data() + 1, n, exclusive, ws.data(), ws_bytes, nullptr);
+      sync_check();
+      const std::vector<int32_t> all = d_y.download();
+      const std::vector<int32_t> y(all.begin() + 1, all.end());
+      REQUIRE(day06::check_scan(x, y, exclusive).ok);
+    }
   }
 }
 

@@ -3,17 +3,13 @@
 #include <cuda_runtime.h>
 
 #include "common/cuda_check.hpp"
+#include "common/mbarrier.cuh"
 #include "scan.cuh"
 #include "scan_device.cuh"
 
 namespace day06 {
 
 namespace {
-
-constexpr int kThreads = 128;
-constexpr int kItems = 64;           // per thread: sixteen 16-byte loads in flight
-constexpr int kChunks = kItems / 4;  // one 16-byte vector per lane per chunk
-constexpr int64_t kTile = int64_t(kThreads) * kItems;  // 8192 elements
 
 // A tile's status word: the status in the high 32 bits, the 32 bits of the value (a float's bits
 // or an int's) in the low 32. One 64-bit store publishes both at once, so a reader can never see
@@ -92,144 +88,225 @@ __device__ T look_back(const Word* status, int64_t tile) {
   }
 }
 
-// The tile in "warp-striped" order: warp w owns the 32 * kItems consecutive elements from
-// base + w * 32 * kItems, in kChunks chunks of 128; in chunk k, lane l owns the four elements
-// 4l .. 4l + 3. Every 16-byte load or store of a warp then covers 512 contiguous bytes (v5's
-// "blocked" order, 16 consecutive elements per thread, spreads one instruction over 2 KiB).
-__device__ __forceinline__ int64_t striped_first(int64_t base, int chunk) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  return base + int64_t(warp) * 32 * kItems + chunk * 128 + 4 * lane;
-}
+// The tile. Its first kRegPart elements travel through registers, the other kSmemPart through
+// shared memory, both in "warp-striped" order: warp w owns a run of 32 * items consecutive
+// elements, in chunks of 128; in chunk k, lane l owns the four elements 4l .. 4l + 3, so every
+// 16-byte access of a warp covers 512 contiguous bytes (16 consecutive elements per thread would
+// spread one instruction over 2 KiB).
+constexpr int kThreads = 256;                 // the data warps
+constexpr int kDataWarps = kThreads / 32;     // 8
+constexpr int kBlockThreads = kThreads + 32;  // and one look-back warp
+constexpr int kRegItems = 32;                 // per thread, in registers: eight 16-byte loads
+constexpr int kSmemItems = 72;                // per thread, in shared memory: one bulk copy
+constexpr int64_t kRegPart = int64_t(kThreads) * kRegItems;    // 8192 elements
+constexpr int64_t kSmemPart = int64_t(kThreads) * kSmemItems;  // 18432 elements
+constexpr int64_t kTile = kRegPart + kSmemPart;                // 26624 elements, 104 KiB
+constexpr uint32_t kSmemBytes = uint32_t(kSmemPart) * 4;       // 72 KiB (T is 4 bytes)
 
+// The register part: the warp's 32 * kRegItems elements from `first`, loaded, then scanned
+// chunk by chunk: the four items of a lane in registers, the lane totals by a 5-step shuffle
+// scan, `running` carrying the warp's total from one chunk to the next. Each item ends as its
+// prefix within the warp (inclusive, or exclusive: the prefix of the element before, so no
+// subtraction and no extra fp32 rounding). Returns the warp's total.
 template <typename T>
-__device__ __forceinline__ void load_striped(const T* __restrict__ x, int64_t base, int64_t n,
-                                             bool full, T (&items)[kItems]) {
+__device__ __forceinline__ T load_scan_registers(const T* __restrict__ x, int64_t first, int64_t n,
+                                                 bool full, bool exclusive, T (&items)[kRegItems]) {
+  const int lane = threadIdx.x & 31;
+  using V = typename detail::Vec4<T>::type;
+  if (full) {
+    const V* p = reinterpret_cast<const V*>(x + first) + lane;
 #pragma unroll
-  for (int k = 0; k < kChunks; ++k) {
-    const int64_t first = striped_first(base, k);
-    if (full) {
-      const auto v = *reinterpret_cast<const typename detail::Vec4<T>::type*>(x + first);
+    for (int k = 0; k < kRegItems / 4; ++k) {
+      const V v = p[32 * k];
       items[4 * k] = v.x;
       items[4 * k + 1] = v.y;
       items[4 * k + 2] = v.z;
       items[4 * k + 3] = v.w;
-    } else {
+    }
+  } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) items[4 * k + j] = first + j < n ? x[first + j] : T(0);
+    for (int k = 0; k < kRegItems / 4; ++k) {
+      const int64_t e = first + 128 * k + 4 * lane;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) items[4 * k + j] = e + j < n ? x[e + j] : T(0);
     }
   }
-}
-
-// The warp's scan of its 32 * kItems elements, chunk by chunk: the four items of a lane are
-// scanned in registers, the lane totals by a 5-step shuffle scan, and `running` carries the
-// warp's total from one chunk to the next. After it, items holds each lane's local inclusive
-// scan of its four, and offset[k] what comes before them within the warp. Returns the warp total.
-template <typename T>
-__device__ __forceinline__ T warp_striped_scan(T (&items)[kItems], T (&offset)[kChunks]) {
-  const int lane = threadIdx.x & 31;
   T running = T(0);
 #pragma unroll
-  for (int k = 0; k < kChunks; ++k) {
-    items[4 * k + 1] += items[4 * k];
-    items[4 * k + 2] += items[4 * k + 1];
-    items[4 * k + 3] += items[4 * k + 2];
-    const T inclusive = detail::warp_inclusive_scan(items[4 * k + 3]);
-    T exclusive = __shfl_up_sync(detail::kFullMask, inclusive, 1);
-    if (lane == 0) exclusive = T(0);
-    offset[k] = running + exclusive;
+  for (int k = 0; k < kRegItems / 4; ++k) {
+    const T a = items[4 * k], b = a + items[4 * k + 1], c = b + items[4 * k + 2],
+            d = c + items[4 * k + 3];
+    const T inclusive = detail::warp_inclusive_scan(d);
+    T before = __shfl_up_sync(detail::kFullMask, inclusive, 1);
+    if (lane == 0) before = T(0);
+    const T base = running + before;
+    items[4 * k] = exclusive ? base : base + a;
+    items[4 * k + 1] = base + (exclusive ? a : b);
+    items[4 * k + 2] = base + (exclusive ? b : c);
+    items[4 * k + 3] = base + (exclusive ? c : d);
     running += __shfl_sync(detail::kFullMask, inclusive, 31);
   }
   return running;
 }
 
-// y = carry + offset + local scan (or, for the exclusive scan, the local scan of the element
-// before: no subtraction, so no extra fp32 rounding); outputs at or past n are skipped.
+// Writes four outputs from `e` on: one 16-byte store for a full tile, else each one below n.
 template <typename T>
-__device__ __forceinline__ void store_striped(T* y, int64_t base, int64_t n, bool full, T carry,
-                                              const T (&items)[kItems], const T (&offset)[kChunks],
-                                              bool exclusive) {
+__device__ __forceinline__ void store4(T* y, int64_t e, int64_t n, bool full, T o0, T o1, T o2,
+                                       T o3) {
+  if (full) {
+    typename detail::Vec4<T>::type v;
+    v.x = o0;
+    v.y = o1;
+    v.z = o2;
+    v.w = o3;
+    *reinterpret_cast<typename detail::Vec4<T>::type*>(y + e) = v;
+  } else {
+    const T o[4] = {o0, o1, o2, o3};
 #pragma unroll
-  for (int k = 0; k < kChunks; ++k) {
-    const T b = carry + offset[k];
-    T out[4];
-    if (exclusive) {
-      out[0] = b;
-      out[1] = b + items[4 * k];
-      out[2] = b + items[4 * k + 1];
-      out[3] = b + items[4 * k + 2];
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) out[j] = b + items[4 * k + j];
-    }
-    const int64_t first = striped_first(base, k);
-    if (full) {
-      typename detail::Vec4<T>::type v;
-      v.x = out[0];
-      v.y = out[1];
-      v.z = out[2];
-      v.w = out[3];
-      *reinterpret_cast<typename detail::Vec4<T>::type*>(y + first) = v;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (first + j < n) y[first + j] = out[j];
-      }
+    for (int j = 0; j < 4; ++j) {
+      if (e + j < n) y[e + j] = o[j];
     }
   }
 }
 
-// v6: changed from v5: one pass. Each block takes the next tile index from a global counter,
-// loads its 8192 elements once (sixteen 16-byte loads per thread, warp-striped so each instruction
-// reads 512 contiguous bytes), scans them in registers and shuffles, publishes its tile sum
-// (kAggregate) at once, then warp 0 looks back over the predecessors' words for its carry-in,
-// publishes carry + sum (kInclusive) and the block writes its outputs. x is read once and y
-// written once: 2n moves. Big tiles matter: a tile's time is mostly spent waiting for the
-// look-back, so the bytes per look-back set the speed (measured: 4096-element tiles 1.2 ms, 8192
-// 0.87 ms). Forward progress: tile ids are handed out in the order blocks start running, so a block
-// only ever waits on tiles whose blocks already run (and never wait on it): no deadlock, whatever
-// order the hardware schedules blocks in. (blockIdx.x would not give that guarantee.)
+// The shared-memory part, pass 1: the sum of the warp's 32 * kSmemItems staged elements, in
+// lane 0. Each lane reads back exactly the 16-byte vectors it would have written itself.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) v6_kernel(const T* x, T* y, int64_t n, bool exclusive,
-                                                      bool vector_ok, Word* counter, Word* status) {
-  constexpr int kWarps = kThreads / 32;
-  __shared__ T warp_sums[kWarps];
+__device__ __forceinline__ T sum_stage(const T* stage) {
+  const int lane = threadIdx.x & 31;
+  const auto* p = reinterpret_cast<const typename detail::Vec4<T>::type*>(stage) + lane;
+  T sum = T(0);
+#pragma unroll 6
+  for (int k = 0; k < kSmemItems / 4; ++k) {
+    const auto v = p[32 * k];
+    sum += (v.x + v.y) + (v.z + v.w);
+  }
+  return detail::warp_reduce(sum);
+}
+
+// Pass 2, once the carry is known: the same chunked scan as the register part, each chunk written
+// out as soon as it is scanned. `running` starts at what comes before the warp's run.
+template <typename T>
+__device__ __forceinline__ void scan_stage_store(const T* stage, T* y, int64_t first, int64_t n,
+                                                 bool full, bool exclusive, T running) {
+  const int lane = threadIdx.x & 31;
+  const auto* p = reinterpret_cast<const typename detail::Vec4<T>::type*>(stage) + lane;
+#pragma unroll 3
+  for (int k = 0; k < kSmemItems / 4; ++k) {
+    const auto v = p[32 * k];
+    const T a = v.x, b = a + v.y, c = b + v.z, d = c + v.w;
+    const T inclusive = detail::warp_inclusive_scan(d);
+    T before = __shfl_up_sync(detail::kFullMask, inclusive, 1);
+    if (lane == 0) before = T(0);
+    const T base = running + before;
+    const int64_t e = first + 128 * k + 4 * lane;
+    if (exclusive) {
+      store4(y, e, n, full, base, base + a, base + b, base + c);
+    } else {
+      store4(y, e, n, full, base + a, base + b, base + c, base + d);
+    }
+    running += __shfl_sync(detail::kFullMask, inclusive, 31);
+  }
+}
+
+// v6: changed from v5: one pass. Each block takes the next tile index from a global counter,
+// reads its tile once, publishes the tile's sum (kAggregate) as soon as it has it, learns the sum
+// of everything before it by looking back over its predecessors' status words, publishes
+// carry + sum (kInclusive) and writes the tile once: 2n moves instead of v5's 3n.
+// What makes it fast is bytes held per SM (measured, README): a tile's data waits on chip from
+// its load until its carry arrives, and only the bytes of tiles not yet waiting keep the memory
+// busy. So the tile lives in both on-chip stores: a third in registers (16-byte loads) and two
+// thirds in shared memory, filled by one cp.async.bulk copy (the copy engine needs no registers),
+// 312 KiB per SM at 3 blocks; and a ninth warp does the look-back while the tile is still
+// loading, so the wait overlaps the load instead of following it. Forward progress: tile ids are
+// handed out in the order blocks start running, so a block only ever waits on tiles whose blocks
+// already run (and never wait on it): no deadlock, whatever order the hardware schedules blocks
+// in. (blockIdx.x would not give that guarantee.)
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads, 3)
+    v6_kernel(const T* x, T* y, int64_t n, bool exclusive, bool vector_ok, Word* counter,
+              Word* status) {
+  static_assert(sizeof(T) == 4, "the tile constants assume 4-byte elements");
+  extern __shared__ __align__(128) unsigned char stage_raw[];
+  T* stage = reinterpret_cast<T*>(stage_raw);
+  __shared__ __align__(8) uint64_t staged;  // the bulk copy's mbarrier
   __shared__ int64_t tile_smem;
-  __shared__ T carry_smem;
-  if (threadIdx.x == 0) tile_smem = static_cast<int64_t>(atomicAdd(counter, Word(1)));
-  __syncthreads();  // every thread knows the tile
-  const int64_t tile = tile_smem;
-  const int64_t base = tile * kTile;
-  const bool full = vector_ok && base + kTile <= n;
+  __shared__ T warp_prefix[2 * kDataWarps];  // the register runs, then the shared-memory runs
+  __shared__ T carry_smem, aggregate_smem;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
-  T items[kItems], offset[kChunks];
-  load_striped(x, base, n, full, items);
-  const T warp_total = warp_striped_scan(items, offset);
-  // The warp totals, scanned by warp 0: warp w's prefix within the tile, and the tile's sum.
-  if (lane == 0) warp_sums[warp] = warp_total;
-  __syncthreads();  // every warp total is written
-  if (warp == 0) {
-    T v = lane < kWarps ? warp_sums[lane] : T(0);
-    v = detail::warp_inclusive_scan(v);
-    if (lane < kWarps) warp_sums[lane] = v;
-  }
-  __syncthreads();  // the scanned warp totals are visible
-  const T aggregate = warp_sums[kWarps - 1];
-  const T prefix = warp > 0 ? warp_sums[warp - 1] : T(0);
-
-  if (threadIdx.x < 32) {  // warp 0: publish, look back, publish again
-    T carry = T(0);
-    if (tile == 0) {
-      if (threadIdx.x == 0) publish(status, pack(kInclusive, aggregate));
-    } else {
-      if (threadIdx.x == 0) publish(status + tile, pack(kAggregate, aggregate));
-      carry = look_back<T>(status, tile);
-      if (threadIdx.x == 0) publish(status + tile, pack(kInclusive, carry + aggregate));
+  if (threadIdx.x == 0) {
+    const int64_t t = static_cast<int64_t>(atomicAdd(counter, Word(1)));
+    tile_smem = t;
+    if (vector_ok && (t + 1) * kTile <= n) {  // a full, aligned tile: the copy engine stages it
+      gpu100::mbar::init(&staged, 1);
+      gpu100::mbar::fence_init();
+      gpu100::mbar::expect_tx(&staged, kSmemBytes);
+      gpu100::mbar::bulk_load(stage, x + t * kTile + kRegPart, kSmemBytes, &staged);
     }
-    if (threadIdx.x == 0) carry_smem = carry;
   }
-  __syncthreads();  // the carry-in is in shared memory
-  store_striped(y, base, n, full, carry_smem + prefix, items, offset, exclusive);
+  __syncthreads();  // every thread knows the tile; the mbarrier is initialised
+  const int64_t tile = tile_smem, base = tile * kTile;
+  const bool full = vector_ok && base + kTile <= n;
+
+  if (warp == kDataWarps) {  // the look-back warp: starts while the data is still in flight
+    const T carry = tile > 0 ? look_back<T>(status, tile) : T(0);
+    if (lane == 0) carry_smem = carry;
+    __syncthreads();  // (A) pairs with the data warps' (A)
+    return;
+  }
+
+  T items[kRegItems];
+  const int64_t reg_first = base + int64_t(warp) * 32 * kRegItems;
+  const T reg_total = load_scan_registers(x, reg_first, n, full, exclusive, items);
+
+  T* my_stage = stage + warp * 32 * kSmemItems;
+  const int64_t stage_first = base + kRegPart + int64_t(warp) * 32 * kSmemItems;
+  if (full) {
+    gpu100::mbar::wait(&staged, 0);
+  } else {  // the last tile or a misaligned pointer: the threads stage it themselves
+    for (int k = 0; k < kSmemItems / 4; ++k) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t e = stage_first + 128 * k + 4 * lane + j;
+        my_stage[128 * k + 4 * lane + j] = e < n ? x[e] : T(0);
+      }
+    }
+  }
+  const T stage_total = sum_stage(my_stage);
+
+  // The 16 run totals in element order, scanned by warp 0: each run's prefix within the tile and
+  // the tile's sum, published at once (tile 0's sum is already inclusive).
+  if (lane == 0) {
+    warp_prefix[warp] = reg_total;
+    warp_prefix[kDataWarps + warp] = stage_total;
+  }
+  asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");  // the data warps only
+  if (warp == 0) {
+    const T v = detail::warp_inclusive_scan(lane < 2 * kDataWarps ? warp_prefix[lane] : T(0));
+    const T aggregate = __shfl_sync(detail::kFullMask, v, 2 * kDataWarps - 1);
+    T before = __shfl_up_sync(detail::kFullMask, v, 1);
+    if (lane == 0) {
+      before = T(0);
+      publish(status + tile, pack(tile == 0 ? kInclusive : kAggregate, aggregate));
+      aggregate_smem = aggregate;
+    }
+    if (lane < 2 * kDataWarps) warp_prefix[lane] = before;
+  }
+  __syncthreads();  // (A): the carry and the run prefixes are in shared memory
+  const T carry = carry_smem;
+  // The same thread published the aggregate, so the inclusive word can only come after it.
+  if (threadIdx.x == 0 && tile > 0)
+    publish(status + tile, pack(kInclusive, carry + aggregate_smem));
+
+  const T reg_base = carry + warp_prefix[warp];
+#pragma unroll
+  for (int k = 0; k < kRegItems / 4; ++k) {
+    store4(y, reg_first + 128 * k + 4 * lane, n, full, reg_base + items[4 * k],
+           reg_base + items[4 * k + 1], reg_base + items[4 * k + 2], reg_base + items[4 * k + 3]);
+  }
+  scan_stage_store(my_stage, y, stage_first, n, full, exclusive,
+                   carry + warp_prefix[kDataWarps + warp]);
 }
 
 }  // namespace
@@ -251,8 +328,11 @@ void scan_v6_decoupled_lookback(const T* x, T* y, int64_t n, bool exclusive, voi
   // before every launch (a few MB at most, one memset node).
   CUDA_CHECK(cudaMemsetAsync(words, 0, (static_cast<size_t>(tiles) + 1) * sizeof(Word), stream));
   const bool vector_ok = detail::aligned16(x) && detail::aligned16(y);
-  v6_kernel<T><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(x, y, n, exclusive, vector_ok,
-                                                                      words, words + 1);
+  // 72 KiB of dynamic shared memory is above the 48 KiB a kernel gets without asking.
+  CUDA_CHECK(cudaFuncSetAttribute(v6_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(kSmemBytes)));
+  v6_kernel<T><<<static_cast<unsigned>(tiles), kBlockThreads, kSmemBytes, stream>>>(
+      x, y, n, exclusive, vector_ok, words, words + 1);
   CUDA_CHECK_LAST();
 }
 
