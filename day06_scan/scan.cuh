@@ -95,6 +95,11 @@ template <typename T>
 void scan_v5_reduce_then_scan(const T*, T*, int64_t, bool, void*, size_t, cudaStream_t);
 template <typename T>
 void scan_v6_decoupled_lookback(const T*, T*, int64_t, bool, void*, size_t, cudaStream_t);
+// v6 picks its tile size from n (big tiles for large n); the tests force each one at small n, so
+// that the sanitizers (which keep n small) also run the big tiles' bulk copies.
+enum class V6Tiles { kByN, kSmall, kBig };
+template <typename T>
+void scan_v6_tiles(const T*, T*, int64_t, bool, V6Tiles, void*, size_t, cudaStream_t);
 template <typename T>
 void scan_cub(const T*, T*, int64_t, bool, void*, size_t, cudaStream_t);
 size_t scan_no_workspace_bytes(int64_t n);  // v1..v3: 0

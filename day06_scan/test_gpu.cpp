@@ -15,11 +15,29 @@
 namespace {
 
 // 1; around a warp; around the tiles of every variant (256, 512, 1024, 2048, 4096, 8192
-// elements; v6: 26624, whose first 8192 go through registers and the rest through shared
-// memory); many tiles + 7; 2^24 + 3 (631 v6 tiles, three levels of v4's tile sums at 2048).
-const std::vector<int64_t> kSizes = {1,    31,   32,    33,    255,   257,    511,
-                                     513,  1023, 1025,  2047,  2049,  4095,   4097,
-                                     8191, 8193, 26623, 26625, 53249, 409607, (1 << 24) + 3};
+// elements); many tiles + 7; v6's big tiles (26624 elements, used from ~5.3 M on an H100) ending
+// one element short of and one past a tile; 2^24 + 3 (631 big v6 tiles, three levels of v4's
+// tile sums at 2048).
+const std::vector<int64_t> kSizes = {1,
+                                     31,
+                                     32,
+                                     33,
+                                     255,
+                                     257,
+                                     511,
+                                     513,
+                                     1023,
+                                     1025,
+                                     2047,
+                                     2049,
+                                     4095,
+                                     4097,
+                                     8191,
+                                     8193,
+                                     409607,
+                                     200 * 26624 - 1,
+                                     200 * 26624 + 1,
+                                     (1 << 24) + 3};
 
 void sync_check() {
   CUDA_CHECK(cudaPeekAtLastError());
@@ -153,14 +171,50 @@ TEST_CASE("v6 is correct when many tiles wait on their predecessors", "[gpu]") {
   }
 }
 
+TEST_CASE("v6 is correct with either tile size, at sizes the sanitizers run", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // The big tiles (26624 elements: 8192 through registers, 18432 staged in shared memory by a
+  // bulk copy) are what v6 picks above ~5.3 M elements; here both sizes are forced at small n:
+  // part of a tile, whole tiles plus a partial one, and many tiles.
+  uint64_t seed = 6300;
+  for (int64_t n : gpu100::test_sizes({1000, 2 * 26624 + 777, 40 * 26624 + 3})) {
+    for (day06::V6Tiles tiles : {day06::V6Tiles::kSmall, day06::V6Tiles::kBig}) {
+      for (bool exclusive : {false, true}) {
+        INFO("n = " << n << (tiles == day06::V6Tiles::kBig ? " big" : " small") << " tiles"
+                    << (exclusive ? ", exclusive" : ""));
+        const std::vector<int32_t> xi = input<int32_t>(n, ++seed);
+        const std::vector<float> xf = input<float>(n, ++seed);
+        const size_t ws_bytes = day06::scan_v6_workspace_bytes(n);
+        gpu100::DeviceBuffer<char> ws(ws_bytes);
+        gpu100::DeviceBuffer<int32_t> d_xi(n), d_yi(n);
+        gpu100::DeviceBuffer<float> d_xf(n), d_yf(n);
+        d_xi.upload(xi);
+        d_xf.upload(xf);
+        d_yi.poison();
+        d_yf.poison();
+        day06::scan_v6_tiles(d_xi.data(), d_yi.data(), n, exclusive, tiles, ws.data(), ws_bytes,
+                             nullptr);
+        sync_check();
+        REQUIRE(day06::check_scan(xi, d_yi.download(), exclusive).ok);
+        day06::scan_v6_tiles(d_xf.data(), d_yf.data(), n, exclusive, tiles, ws.data(), ws_bytes,
+                             nullptr);
+        sync_check();
+        const gpu100::CompareResult cmp = day06::check_scan(xf, d_yf.download(), exclusive);
+        INFO(cmp.summary());
+        REQUIRE(cmp.ok);
+      }
+    }
+  }
+}
+
 TEST_CASE("v6 is correct when the pointers are not 16-byte aligned", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day06::ScanVariant* v = day06::find_scan_variant("v6_decoupled_lookback");
   REQUIRE(v != nullptr);
   // One element past an aligned allocation: no 16-byte loads, stores or bulk copies; every tile
-  // takes the path the last tile of an aligned run takes.
+  // takes the path the last tile of an aligned run takes (small tiles, then big ones).
   uint64_t seed = 6500;
-  for (int64_t n : gpu100::test_sizes({26625, 3 * 26624 + 5})) {
+  for (int64_t n : gpu100::test_sizes({26625, (int64_t(1) << 23) + 5})) {
     for (bool exclusive : {false, true}) {
       INFO("n = " << n << (exclusive ? " exclusive" : ""));
       const std::vector<int32_t> x = input<int32_t>(n, ++seed);

@@ -97,11 +97,14 @@ constexpr int kThreads = 256;                 // the data warps
 constexpr int kDataWarps = kThreads / 32;     // 8
 constexpr int kBlockThreads = kThreads + 32;  // and one look-back warp
 constexpr int kRegItems = 32;                 // per thread, in registers: eight 16-byte loads
-constexpr int kSmemItems = 72;                // per thread, in shared memory: one bulk copy
-constexpr int64_t kRegPart = int64_t(kThreads) * kRegItems;    // 8192 elements
-constexpr int64_t kSmemPart = int64_t(kThreads) * kSmemItems;  // 18432 elements
-constexpr int64_t kTile = kRegPart + kSmemPart;                // 26624 elements, 104 KiB
-constexpr uint32_t kSmemBytes = uint32_t(kSmemPart) * 4;       // 72 KiB (T is 4 bytes)
+constexpr int64_t kRegPart = int64_t(kThreads) * kRegItems;  // 8192 elements
+// Per thread in shared memory (one bulk copy per tile): 72 for large n (tiles of 26624 elements,
+// 104 KiB), 0 for small n (tiles of 8192, registers only: see the launcher).
+constexpr int kStageItemsLarge = 72;
+template <int kStageItems>
+constexpr int64_t kTile = kRegPart + int64_t(kThreads) * kStageItems;
+template <int kStageItems>
+constexpr uint32_t kStageBytes = uint32_t(kThreads) * kStageItems * 4;  // T is 4 bytes
 
 // The register part: the warp's 32 * kRegItems elements from `first`, loaded, then scanned
 // chunk by chunk: the four items of a lane in registers, the lane totals by a 5-step shuffle
@@ -169,15 +172,15 @@ __device__ __forceinline__ void store4(T* y, int64_t e, int64_t n, bool full, T 
   }
 }
 
-// The shared-memory part, pass 1: the sum of the warp's 32 * kSmemItems staged elements, in
+// The shared-memory part, pass 1: the sum of the warp's 32 * kStageItems staged elements, in
 // lane 0. Each lane reads back exactly the 16-byte vectors it would have written itself.
-template <typename T>
+template <int kStageItems, typename T>
 __device__ __forceinline__ T sum_stage(const T* stage) {
   const int lane = threadIdx.x & 31;
   const auto* p = reinterpret_cast<const typename detail::Vec4<T>::type*>(stage) + lane;
   T sum = T(0);
 #pragma unroll 6
-  for (int k = 0; k < kSmemItems / 4; ++k) {
+  for (int k = 0; k < kStageItems / 4; ++k) {
     const auto v = p[32 * k];
     sum += (v.x + v.y) + (v.z + v.w);
   }
@@ -186,13 +189,13 @@ __device__ __forceinline__ T sum_stage(const T* stage) {
 
 // Pass 2, once the carry is known: the same chunked scan as the register part, each chunk written
 // out as soon as it is scanned. `running` starts at what comes before the warp's run.
-template <typename T>
+template <int kStageItems, typename T>
 __device__ __forceinline__ void scan_stage_store(const T* stage, T* y, int64_t first, int64_t n,
                                                  bool full, bool exclusive, T running) {
   const int lane = threadIdx.x & 31;
   const auto* p = reinterpret_cast<const typename detail::Vec4<T>::type*>(stage) + lane;
 #pragma unroll 3
-  for (int k = 0; k < kSmemItems / 4; ++k) {
+  for (int k = 0; k < kStageItems / 4; ++k) {
     const auto v = p[32 * k];
     const T a = v.x, b = a + v.y, c = b + v.z, d = c + v.w;
     const T inclusive = detail::warp_inclusive_scan(d);
@@ -222,7 +225,7 @@ __device__ __forceinline__ void scan_stage_store(const T* stage, T* y, int64_t f
 // handed out in the order blocks start running, so a block only ever waits on tiles whose blocks
 // already run (and never wait on it): no deadlock, whatever order the hardware schedules blocks
 // in. (blockIdx.x would not give that guarantee.)
-template <typename T>
+template <typename T, int kStageItems>
 __global__ void __launch_bounds__(kBlockThreads, 3)
     v6_kernel(const T* x, T* y, int64_t n, bool exclusive, bool vector_ok, Word* counter,
               Word* status) {
@@ -238,16 +241,18 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
   if (threadIdx.x == 0) {
     const int64_t t = static_cast<int64_t>(atomicAdd(counter, Word(1)));
     tile_smem = t;
-    if (vector_ok && (t + 1) * kTile <= n) {  // a full, aligned tile: the copy engine stages it
+    if (kStageItems > 0 && vector_ok && (t + 1) * kTile<kStageItems> <= n) {
+      // a full, aligned tile: the copy engine stages it
       gpu100::mbar::init(&staged, 1);
       gpu100::mbar::fence_init();
-      gpu100::mbar::expect_tx(&staged, kSmemBytes);
-      gpu100::mbar::bulk_load(stage, x + t * kTile + kRegPart, kSmemBytes, &staged);
+      gpu100::mbar::expect_tx(&staged, kStageBytes<kStageItems>);
+      gpu100::mbar::bulk_load(stage, x + t * kTile<kStageItems> + kRegPart,
+                              kStageBytes<kStageItems>, &staged);
     }
   }
   __syncthreads();  // every thread knows the tile; the mbarrier is initialised
-  const int64_t tile = tile_smem, base = tile * kTile;
-  const bool full = vector_ok && base + kTile <= n;
+  const int64_t tile = tile_smem, base = tile * kTile<kStageItems>;
+  const bool full = vector_ok && base + kTile<kStageItems> <= n;
 
   if (warp == kDataWarps) {  // the look-back warp: starts while the data is still in flight
     const T carry = tile > 0 ? look_back<T>(status, tile) : T(0);
@@ -260,12 +265,14 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
   const int64_t reg_first = base + int64_t(warp) * 32 * kRegItems;
   const T reg_total = load_scan_registers(x, reg_first, n, full, exclusive, items);
 
-  T* my_stage = stage + warp * 32 * kSmemItems;
-  const int64_t stage_first = base + kRegPart + int64_t(warp) * 32 * kSmemItems;
-  if (full) {
+  T* my_stage = stage + warp * 32 * kStageItems;
+  const int64_t stage_first = base + kRegPart + int64_t(warp) * 32 * kStageItems;
+  if (kStageItems == 0) {
+    // no shared-memory part
+  } else if (full) {
     gpu100::mbar::wait(&staged, 0);
   } else {  // the last tile or a misaligned pointer: the threads stage it themselves
-    for (int k = 0; k < kSmemItems / 4; ++k) {
+    for (int k = 0; k < kStageItems / 4; ++k) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int64_t e = stage_first + 128 * k + 4 * lane + j;
@@ -273,7 +280,7 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
       }
     }
   }
-  const T stage_total = sum_stage(my_stage);
+  const T stage_total = sum_stage<kStageItems>(my_stage);
 
   // The 16 run totals in element order, scanned by warp 0: each run's prefix within the tile and
   // the tile's sum, published at once (tile 0's sum is already inclusive).
@@ -305,37 +312,78 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
     store4(y, reg_first + 128 * k + 4 * lane, n, full, reg_base + items[4 * k],
            reg_base + items[4 * k + 1], reg_base + items[4 * k + 2], reg_base + items[4 * k + 3]);
   }
-  scan_stage_store(my_stage, y, stage_first, n, full, exclusive,
-                   carry + warp_prefix[kDataWarps + warp]);
+  scan_stage_store<kStageItems>(my_stage, y, stage_first, n, full, exclusive,
+                                carry + warp_prefix[kDataWarps + warp]);
 }
 
 }  // namespace
 
+// Enough status words for either tile size (the small tiles need more).
 size_t scan_v6_workspace_bytes(int64_t n) {
-  const int64_t tiles = gpu100::ceil_div<int64_t>(n > 0 ? n : 1, kTile);
+  const int64_t tiles = gpu100::ceil_div<int64_t>(n > 0 ? n : 1, kTile<0>);
   return detail::Carver::need<Word>(static_cast<size_t>(tiles) + 1);  // counter + one per tile
+}
+
+namespace {
+
+template <typename T, int kStageItems>
+void launch_v6(const T* x, T* y, int64_t n, bool exclusive, Word* words, cudaStream_t stream) {
+  const int64_t tiles = gpu100::ceil_div(n, kTile<kStageItems>);
+  // Word 0 is the tile counter, words 1 .. tiles the status of each tile: all kInvalid / 0 again
+  // before every launch (a few MB at most, one memset node).
+  CUDA_CHECK(cudaMemsetAsync(words, 0, (static_cast<size_t>(tiles) + 1) * sizeof(Word), stream));
+  const bool vector_ok = detail::aligned16(x) && detail::aligned16(y);
+  if constexpr (kStageItems > 0) {
+    // 72 KiB of dynamic shared memory is above the 48 KiB a kernel gets without asking (once per
+    // process: a host call per launch would show in the short runs' times).
+    static const bool opted_in = [] {
+      CUDA_CHECK(cudaFuncSetAttribute(v6_kernel<T, kStageItems>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kStageBytes<kStageItems>)));
+      return true;
+    }();
+    (void)opted_in;
+  }
+  v6_kernel<T, kStageItems>
+      <<<static_cast<unsigned>(tiles), kBlockThreads, kStageBytes<kStageItems>, stream>>>(
+          x, y, n, exclusive, vector_ok, words, words + 1);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+template <typename T>
+void scan_v6_tiles(const T* x, T* y, int64_t n, bool exclusive, V6Tiles tiles, void* ws,
+                   size_t ws_bytes, cudaStream_t stream) {
+  detail::check_n(n, kMaxN, "scan_v6_decoupled_lookback");
+  if (n == 0) return;
+  detail::Carver carver(ws, ws_bytes, "scan_v6_decoupled_lookback");
+  Word* words = carver.take<Word>(static_cast<size_t>(gpu100::ceil_div(n, kTile<0>)) + 1);
+  if (tiles == V6Tiles::kByN) {
+    // Big tiles pay once there are at least half as many as block slots (3 per SM); with fewer,
+    // a tile's latency, not the bytes held per SM, sets the time, and the 8192-element tiles give
+    // 3x as many blocks (measured: the README's sweep).
+    const int64_t slots = int64_t(3) * detail::sm_count();
+    tiles =
+        2 * gpu100::ceil_div(n, kTile<kStageItemsLarge>) >= slots ? V6Tiles::kBig : V6Tiles::kSmall;
+  }
+  if (tiles == V6Tiles::kBig) {
+    launch_v6<T, kStageItemsLarge>(x, y, n, exclusive, words, stream);
+  } else {
+    launch_v6<T, 0>(x, y, n, exclusive, words, stream);
+  }
 }
 
 template <typename T>
 void scan_v6_decoupled_lookback(const T* x, T* y, int64_t n, bool exclusive, void* ws,
                                 size_t ws_bytes, cudaStream_t stream) {
-  detail::check_n(n, kMaxN, "scan_v6_decoupled_lookback");
-  if (n == 0) return;
-  const int64_t tiles = gpu100::ceil_div(n, kTile);
-  detail::Carver carver(ws, ws_bytes, "scan_v6_decoupled_lookback");
-  Word* words = carver.take<Word>(static_cast<size_t>(tiles) + 1);
-  // Word 0 is the tile counter, words 1 .. tiles the status of each tile: all kInvalid / 0 again
-  // before every launch (a few MB at most, one memset node).
-  CUDA_CHECK(cudaMemsetAsync(words, 0, (static_cast<size_t>(tiles) + 1) * sizeof(Word), stream));
-  const bool vector_ok = detail::aligned16(x) && detail::aligned16(y);
-  // 72 KiB of dynamic shared memory is above the 48 KiB a kernel gets without asking.
-  CUDA_CHECK(cudaFuncSetAttribute(v6_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(kSmemBytes)));
-  v6_kernel<T><<<static_cast<unsigned>(tiles), kBlockThreads, kSmemBytes, stream>>>(
-      x, y, n, exclusive, vector_ok, words, words + 1);
-  CUDA_CHECK_LAST();
+  scan_v6_tiles(x, y, n, exclusive, V6Tiles::kByN, ws, ws_bytes, stream);
 }
 
+template void scan_v6_tiles<float>(const float*, float*, int64_t, bool, V6Tiles, void*, size_t,
+                                   cudaStream_t);
+template void scan_v6_tiles<int32_t>(const int32_t*, int32_t*, int64_t, bool, V6Tiles, void*,
+                                     size_t, cudaStream_t);
 template void scan_v6_decoupled_lookback<float>(const float*, float*, int64_t, bool, void*, size_t,
                                                 cudaStream_t);
 template void scan_v6_decoupled_lookback<int32_t>(const int32_t*, int32_t*, int64_t, bool, void*,
