@@ -254,53 +254,51 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
   const int64_t tile = tile_smem, base = tile * kTile<kStageItems>;
   const bool full = vector_ok && base + kTile<kStageItems> <= n;
 
+  T items[kRegItems];
+  const int64_t reg_first = base + int64_t(warp) * 32 * kRegItems;
+  T* my_stage = stage + warp * 32 * kStageItems;
+  const int64_t stage_first = base + kRegPart + int64_t(warp) * 32 * kStageItems;
   if (warp == kDataWarps) {  // the look-back warp: starts while the data is still in flight
     const T carry = tile > 0 ? look_back<T>(status, tile) : T(0);
     if (lane == 0) carry_smem = carry;
-    __syncthreads();  // (A) pairs with the data warps' (A)
-    return;
-  }
-
-  T items[kRegItems];
-  const int64_t reg_first = base + int64_t(warp) * 32 * kRegItems;
-  const T reg_total = load_scan_registers(x, reg_first, n, full, exclusive, items);
-
-  T* my_stage = stage + warp * 32 * kStageItems;
-  const int64_t stage_first = base + kRegPart + int64_t(warp) * 32 * kStageItems;
-  if (kStageItems == 0) {
-    // no shared-memory part
-  } else if (full) {
-    gpu100::mbar::wait(&staged, 0);
-  } else {  // the last tile or a misaligned pointer: the threads stage it themselves
-    for (int k = 0; k < kStageItems / 4; ++k) {
+  } else {  // the data warps
+    const T reg_total = load_scan_registers(x, reg_first, n, full, exclusive, items);
+    if (kStageItems == 0) {
+      // no shared-memory part
+    } else if (full) {
+      gpu100::mbar::wait(&staged, 0);
+    } else {  // the last tile or a misaligned pointer: the threads stage it themselves
+      for (int k = 0; k < kStageItems / 4; ++k) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t e = stage_first + 128 * k + 4 * lane + j;
-        my_stage[128 * k + 4 * lane + j] = e < n ? x[e] : T(0);
+        for (int j = 0; j < 4; ++j) {
+          const int64_t e = stage_first + 128 * k + 4 * lane + j;
+          my_stage[128 * k + 4 * lane + j] = e < n ? x[e] : T(0);
+        }
       }
     }
-  }
-  const T stage_total = sum_stage<kStageItems>(my_stage);
+    const T stage_total = sum_stage<kStageItems>(my_stage);
 
-  // The 16 run totals in element order, scanned by warp 0: each run's prefix within the tile and
-  // the tile's sum, published at once (tile 0's sum is already inclusive).
-  if (lane == 0) {
-    warp_prefix[warp] = reg_total;
-    warp_prefix[kDataWarps + warp] = stage_total;
-  }
-  asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");  // the data warps only
-  if (warp == 0) {
-    const T v = detail::warp_inclusive_scan(lane < 2 * kDataWarps ? warp_prefix[lane] : T(0));
-    const T aggregate = __shfl_sync(detail::kFullMask, v, 2 * kDataWarps - 1);
-    T before = __shfl_up_sync(detail::kFullMask, v, 1);
+    // The 16 run totals in element order, scanned by warp 0: each run's prefix within the tile
+    // and the tile's sum, published at once (tile 0's sum is already inclusive).
     if (lane == 0) {
-      before = T(0);
-      publish(status + tile, pack(tile == 0 ? kInclusive : kAggregate, aggregate));
-      aggregate_smem = aggregate;
+      warp_prefix[warp] = reg_total;
+      warp_prefix[kDataWarps + warp] = stage_total;
     }
-    if (lane < 2 * kDataWarps) warp_prefix[lane] = before;
+    asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");  // the data warps only
+    if (warp == 0) {
+      const T v = detail::warp_inclusive_scan(lane < 2 * kDataWarps ? warp_prefix[lane] : T(0));
+      const T aggregate = __shfl_sync(detail::kFullMask, v, 2 * kDataWarps - 1);
+      T before = __shfl_up_sync(detail::kFullMask, v, 1);
+      if (lane == 0) {
+        before = T(0);
+        publish(status + tile, pack(tile == 0 ? kInclusive : kAggregate, aggregate));
+        aggregate_smem = aggregate;
+      }
+      if (lane < 2 * kDataWarps) warp_prefix[lane] = before;
+    }
   }
-  __syncthreads();  // (A): the carry and the run prefixes are in shared memory
+  __syncthreads();  // the carry and the run prefixes are in shared memory
+  if (warp == kDataWarps) return;
   const T carry = carry_smem;
   // The same thread published the aggregate, so the inclusive word can only come after it.
   if (threadIdx.x == 0 && tile > 0)
