@@ -88,11 +88,11 @@ __device__ T look_back(const Word* status, int64_t tile) {
   }
 }
 
-// The tile. Its first kRegPart elements travel through registers, the other kSmemPart through
-// shared memory, both in "warp-striped" order: warp w owns a run of 32 * items consecutive
-// elements, in chunks of 128; in chunk k, lane l owns the four elements 4l .. 4l + 3, so every
-// 16-byte access of a warp covers 512 contiguous bytes (16 consecutive elements per thread would
-// spread one instruction over 2 KiB).
+// The tile. Its first kRegPart elements travel through registers, the other
+// kThreads * kStageItems through shared memory, both in "warp-striped" order: warp w owns a run of
+// 32 * items consecutive elements, in chunks of 128; in chunk k, lane l owns the four elements 4l
+// .. 4l + 3, so every 16-byte access of a warp covers 512 contiguous bytes (16 consecutive elements
+// per thread would spread one instruction over 2 KiB).
 constexpr int kThreads = 256;                 // the data warps
 constexpr int kDataWarps = kThreads / 32;     // 8
 constexpr int kBlockThreads = kThreads + 32;  // and one look-back warp
@@ -105,6 +105,23 @@ template <int kStageItems>
 constexpr int64_t kTile = kRegPart + int64_t(kThreads) * kStageItems;
 template <int kStageItems>
 constexpr uint32_t kStageBytes = uint32_t(kThreads) * kStageItems * 4;  // T is 4 bytes
+
+// One chunk of 128 of the warp-striped scan. The lane's four values (a, b, c, d) become their
+// running sums within the lane; the lane totals take a 5-step shuffle scan. Returns what comes
+// before the lane's four within the warp's run, and adds the chunk's total to `running`.
+template <typename T>
+__device__ __forceinline__ T scan_chunk(T a, T& b, T& c, T& d, T& running) {
+  const int lane = threadIdx.x & 31;
+  b += a;
+  c += b;
+  d += c;
+  const T inclusive = detail::warp_inclusive_scan(d);
+  T before = __shfl_up_sync(detail::kFullMask, inclusive, 1);
+  if (lane == 0) before = T(0);
+  const T base = running + before;
+  running += __shfl_sync(detail::kFullMask, inclusive, 31);
+  return base;
+}
 
 // The register part: the warp's 32 * kRegItems elements from `first`, loaded, then scanned
 // chunk by chunk: the four items of a lane in registers, the lane totals by a 5-step shuffle
@@ -137,17 +154,13 @@ __device__ __forceinline__ T load_scan_registers(const T* __restrict__ x, int64_
   T running = T(0);
 #pragma unroll
   for (int k = 0; k < kRegItems / 4; ++k) {
-    const T a = items[4 * k], b = a + items[4 * k + 1], c = b + items[4 * k + 2],
-            d = c + items[4 * k + 3];
-    const T inclusive = detail::warp_inclusive_scan(d);
-    T before = __shfl_up_sync(detail::kFullMask, inclusive, 1);
-    if (lane == 0) before = T(0);
-    const T base = running + before;
+    const T a = items[4 * k];
+    T b = items[4 * k + 1], c = items[4 * k + 2], d = items[4 * k + 3];
+    const T base = scan_chunk(a, b, c, d, running);
     items[4 * k] = exclusive ? base : base + a;
     items[4 * k + 1] = base + (exclusive ? a : b);
     items[4 * k + 2] = base + (exclusive ? b : c);
     items[4 * k + 3] = base + (exclusive ? c : d);
-    running += __shfl_sync(detail::kFullMask, inclusive, 31);
   }
   return running;
 }
@@ -197,18 +210,15 @@ __device__ __forceinline__ void scan_stage_store(const T* stage, T* y, int64_t f
 #pragma unroll 3
   for (int k = 0; k < kStageItems / 4; ++k) {
     const auto v = p[32 * k];
-    const T a = v.x, b = a + v.y, c = b + v.z, d = c + v.w;
-    const T inclusive = detail::warp_inclusive_scan(d);
-    T before = __shfl_up_sync(detail::kFullMask, inclusive, 1);
-    if (lane == 0) before = T(0);
-    const T base = running + before;
+    const T a = v.x;
+    T b = v.y, c = v.z, d = v.w;
+    const T base = scan_chunk(a, b, c, d, running);
     const int64_t e = first + 128 * k + 4 * lane;
     if (exclusive) {
       store4(y, e, n, full, base, base + a, base + b, base + c);
     } else {
       store4(y, e, n, full, base + a, base + b, base + c, base + d);
     }
-    running += __shfl_sync(detail::kFullMask, inclusive, 31);
   }
 }
 
@@ -224,7 +234,8 @@ __device__ __forceinline__ void scan_stage_store(const T* stage, T* y, int64_t f
 // loading, so the wait overlaps the load instead of following it. Forward progress: tile ids are
 // handed out in the order blocks start running, so a block only ever waits on tiles whose blocks
 // already run (and never wait on it): no deadlock, whatever order the hardware schedules blocks
-// in. (blockIdx.x would not give that guarantee.)
+// in. (blockIdx.x would not give that guarantee.) For small n the launcher instantiates it with
+// kStageItems = 0: 8192-element tiles in registers only, three times as many blocks.
 template <typename T, int kStageItems>
 __global__ void __launch_bounds__(kBlockThreads, 3)
     v6_kernel(const T* x, T* y, int64_t n, bool exclusive, bool vector_ok, Word* counter,
