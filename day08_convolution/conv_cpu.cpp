@@ -122,6 +122,11 @@ Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p) {
   }
 }
 
+Tolerance conv2d_tolerance(const ConvShape& s, const Conv2dVariant& v) {
+  const Tolerance t = conv2d_tolerance(s, v.precision);
+  return {t.abs_tol * v.tol_scale, t.rel_tol * v.tol_scale};
+}
+
 Tolerance filter_tolerance(int taps) {
   return {2e-6 * std::sqrt(double(taps)), 1e-5};
 }

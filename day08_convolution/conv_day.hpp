@@ -75,6 +75,11 @@ void conv2d_v4_implicit_gemm(const ConvShape&, const float*, const float*, const
                              cudaStream_t);
 void conv2d_v5_implicit_gemm_tf32(const ConvShape&, const float*, const float*, const float*,
                                   float*, cudaStream_t);
+// v7: Winograd F(2x2, 3x3), fp32 on CUDA cores. Only 3x3 filters, stride 1, dilation 1;
+// otherwise std::invalid_argument (before any CUDA call) with the reason v7_refusal gives.
+void conv2d_v7_winograd(const ConvShape&, const float*, const float*, const float*, float*,
+                        cudaStream_t);
+std::string v7_refusal(const ConvShape& s, bool bias);
 // cuDNN (when GPU100_HAVE_CUDNN): cudnnConvolutionForward with the algorithm that
 // cudnnFindConvolutionForwardAlgorithm picks, then cudnnAddTensor for the bias. The first call for
 // a shape finds the algorithm and allocates the workspace (once, kept for later calls); later calls
@@ -126,6 +131,8 @@ struct Conv2dVariant {
   Conv2dBf16NhwcFn launch_bf16_nhwc = nullptr;
   bool y_bf16_npqk = false;  // writes bf16 NPQK instead of fp32 NKPQ
   std::string (*refusal)(const ConvShape&, bool bias) = nullptr;  // nullptr: runs every shape
+  // Scales the precision's tolerance: a fast algorithm (Winograd) rounds more than a direct sum.
+  double tol_scale = 1;
   bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }
 };
 // Every variant, cuDNN included (its rows are skipped without cuDNN).
@@ -160,6 +167,8 @@ struct Tolerance {
   double abs_tol, rel_tol;
 };
 Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p);
+// The tolerance of a variant: its precision's, times its tol_scale.
+Tolerance conv2d_tolerance(const ConvShape& s, const Conv2dVariant& v);
 Tolerance filter_tolerance(int taps);
 
 // The device scratch buffer of v3 (its im2col matrix): grown on demand, kept across calls, one

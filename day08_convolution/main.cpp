@@ -314,7 +314,7 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
         v.y_bf16_npqk ? day08::npqk_to_nkpq(s, d_y16.download()) : d_y.download();
     std::vector<float> sampled(idx.size());
     for (size_t j = 0; j < idx.size(); ++j) sampled[j] = got[idx[j]];
-    const day08::Tolerance tol = day08::conv2d_tolerance(s, v.precision);
+    const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
     gpu100::CompareResult cmp =
         gpu100::compare(is16 ? ref16 : ref, sampled, tol.abs_tol, tol.rel_tol);
     const std::vector<float>& lib_y = is16 ? cudnn16_y : cudnn_y;
