@@ -195,6 +195,8 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
        "Winograd F(2x2,3x3): filter transform, then 32 tiles x 64 filters per block, 16 GEMMs in "
        "registers",
        P::kFp32, conv2d_v7_winograd, false, "cudnn_fp32", nullptr, false, v7_refusal, 4},
+      {"v8_winograd_tf32", "v7 with each chunk's 16 point products on mma.sync m16n8k8 TF32",
+       P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4},
       {"v6_implicit_gemm_bf16_nhwc",
        "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, ldmatrix",
        P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal},

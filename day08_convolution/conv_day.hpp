@@ -80,6 +80,9 @@ void conv2d_v5_implicit_gemm_tf32(const ConvShape&, const float*, const float*, 
 void conv2d_v7_winograd(const ConvShape&, const float*, const float*, const float*, float*,
                         cudaStream_t);
 std::string v7_refusal(const ConvShape& s, bool bias);
+// v8: the same Winograd kernel with its products on TF32 tensor cores; v7's shapes and refusals.
+void conv2d_v8_winograd_tf32(const ConvShape&, const float*, const float*, const float*, float*,
+                             cudaStream_t);
 // cuDNN (when GPU100_HAVE_CUDNN): cudnnConvolutionForward with the algorithm that
 // cudnnFindConvolutionForwardAlgorithm picks, then cudnnAddTensor for the bias. The first call for
 // a shape finds the algorithm and allocates the workspace (once, kept for later calls); later calls

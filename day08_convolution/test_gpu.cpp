@@ -293,12 +293,15 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
     const auto again = data.run(v.name, s, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
   }
-  // v7 (3x3, stride 1 only) at a shape of the same kind.
+  // v7 and v8 (3x3, stride 1 only) at a shape of the same kind.
   const day08::ConvShape s1 = make(2, 5, 33, 35, 67, 3, 3, 1, 1);
   LayerData d1(s1, 4244);
-  const auto w_first = d1.run("v7_winograd", s1, true);
-  const auto w_again = d1.run("v7_winograd", s1, true);
-  REQUIRE(gpu100::compare_exact(w_first, w_again).ok);
+  for (const char* name : {"v7_winograd", "v8_winograd_tf32"}) {
+    INFO(name);
+    const auto first = d1.run(name, s1, true);
+    const auto again = d1.run(name, s1, true);
+    REQUIRE(gpu100::compare_exact(first, again).ok);
+  }
   // v6 at a C % 8 == 0 shape of the same kind.
   const day08::ConvShape s16 = make(2, 24, 33, 35, 67, 3, 3, 2, 1);
   Bf16Data d16(s16, 4343);
