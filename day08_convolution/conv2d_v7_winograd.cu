@@ -9,9 +9,9 @@
 // rounding error (the tests allow 4x v4's tolerance).
 // Fused (winograd.cuh, shared with v8): a small kernel transforms the filters (16 x C x K floats,
 // in L2); then one block takes 32 output tiles (consecutive in (n, tile row, tile col) order) by
-// 64 filters, loops over C in chunks of 8 (each chunk's raw patches and U copied by cp.async two
-// chunks ahead), transforms the patches, and stages the sums in shared memory for the output
-// transform, the bias and the stores. This file
+// 64 filters, loops over C in chunks of 8 (the next chunk's patches loaded into registers and its
+// U copied by cp.async while this chunk's FMAs run), transforms the patches in registers, and
+// stages the sums in shared memory for the output transform, the bias and the stores. This file
 // is the FMA engine: 8 warps, 2 transform points each, 8 tiles x 8 filters per thread as an
 // outer product of two 16-byte shared-memory loads each (day04's register tiling), 16 x 32 x 64
 // sums in registers. Only 3x3 filters, stride 1 and dilation 1 (v7_refusal).

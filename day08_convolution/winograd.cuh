@@ -58,10 +58,9 @@ __device__ __forceinline__ TileOrigin tile_origin(const Params& g, int64_t tile)
   return o;
 }
 
-// Copies the 4x4 patch of channel c into shared memory, element e at dst[e * stride], with
-// 4-byte cp.async (zeros outside the image, past C, or for a tile past the end).
-__device__ __forceinline__ void copy_patch(float* dst, int stride, const float* __restrict__ x,
-                                           const Params& g, const TileOrigin& o, int c) {
+// The 4x4 patch of channel c (zeros outside the image, past C, or for a tile past the end).
+__device__ __forceinline__ void load_patch(const float* __restrict__ x, const Params& g,
+                                           const TileOrigin& o, int c, float (&d)[16]) {
   const bool c_ok = o.ok && c < g.c;
   const float* xc = x + (int64_t(o.img) * g.c + (c_ok ? c : 0)) * g.h * g.w;
 #pragma unroll
@@ -71,8 +70,7 @@ __device__ __forceinline__ void copy_patch(float* dst, int stride, const float* 
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       const int iw = o.iw0 + s;
-      const bool ok = row_ok && iw >= 0 && iw < g.w;
-      igemm::cp_async_4(dst + (4 * r + s) * stride, ok ? xc + int64_t(ih) * g.w + iw : x, ok);
+      d[4 * r + s] = row_ok && iw >= 0 && iw < g.w ? __ldg(xc + int64_t(ih) * g.w + iw) : 0.f;
     }
   }
 }
@@ -138,13 +136,10 @@ __device__ __forceinline__ void store_outputs(const float* ms, const Params& g, 
 // V and U and how the sums are staged. Engine provides kVPitch / kUPitch (floats per
 // (point, channel) row of V and U), kTf32 (round V to TF32 when storing it), v_pos(tile) (the
 // tile's position in a V row), zero(), chunk(vb, ub) and stage(ms).
-// One block: 32 tiles x 64 filters, over C in chunks of 8 channels. Each chunk's raw 4x4 patches
-// (thread (tc, tt): channel tc of tile tt) and its U are copied by cp.async two chunks ahead into
-// a 3-slot ring, so the L2 latency hides behind two chunks of products; after each chunk's
-// products, the next chunk's patches are transformed into V (double-buffered). At the end the
-// sums are staged in shared memory for store_outputs.
-constexpr int kStages = 3;                     // raw-patch and U slots
-constexpr int kRawFloats = kBC * 16 * kTiles;  // one raw slot [c][element][tile]
+// One block: 32 tiles x 64 filters. Per chunk of 8 channels, thread (tc, tt) loads and
+// transforms channel tc of tile tt; the next chunk's patches are loaded into registers and its U
+// copied by cp.async while this chunk's products run. At the end the sums are staged in shared
+// memory for store_outputs.
 template <class Engine>
 constexpr __host__ __device__ int v_floats() {
   return kPoints * kBC * Engine::kVPitch;
@@ -155,8 +150,9 @@ constexpr __host__ __device__ int u_floats() {
 }
 template <class Engine>
 constexpr size_t smem_bytes() {
-  constexpr int loop = kStages * (kRawFloats + u_floats<Engine>()) + 2 * v_floats<Engine>();
-  return sizeof(float) * (loop > kMFloats ? loop : kMFloats);
+  return sizeof(float) * (2 * (v_floats<Engine>() + u_floats<Engine>()) > kMFloats
+                              ? 2 * (v_floats<Engine>() + u_floats<Engine>())
+                              : kMFloats);
 }
 
 template <class Engine>
@@ -165,69 +161,64 @@ __global__ void __launch_bounds__(kThreads, 1)
                  const float* __restrict__ bias, float* __restrict__ y) {
   constexpr int kV = v_floats<Engine>(), kU = u_floats<Engine>();
   extern __shared__ __align__(16) float smem[];
-  float* us = smem;                        // [kStages][point][c][kUPitch]
-  float* raw = us + kStages * kU;          // [kStages][c][element][tile]
-  float* vs = raw + kStages * kRawFloats;  // [2][point][c][kVPitch]
+  float* vs = smem;           // [2][point][c][kVPitch]
+  float* us = smem + 2 * kV;  // [2][point][c][kUPitch]
   const int tid = threadIdx.x;
   const int64_t tile0 = int64_t(blockIdx.x) * kTiles;
   const int k0 = blockIdx.y * kBK;
-  const int chunks = gpu100::ceil_div(g.c, kBC);
 
-  const int tc = tid / kTiles, tt = tid % kTiles;  // the patch role
+  const int tc = tid / kTiles, tt = tid % kTiles;  // the transform role
   const TileOrigin origin = tile_origin(g, tile0 + tt);
-  // Chunk ch's patches and U into ring slot `slot` (one commit group, empty past the last chunk).
-  // U: 16 points x 8 channels x 64 filters = 2048 16-byte copies, 8 per thread (zero-filled past
-  // C; U is zero past K up to kpad).
-  auto issue = [&](int slot, int ch) {
-    if (ch < chunks) {
-      const int c0 = ch * kBC;
-#pragma unroll
-      for (int i = 0; i < kPoints * kBC * kBK / 4 / kThreads; ++i) {
-        const int f = tid + i * kThreads;
-        const int col = f % (kBK / 4), row = f / (kBK / 4);  // row = point * kBC + c
-        const int point = row / kBC, c = c0 + row % kBC;
-        const bool ok = c < g.c;
-        const float* src = u + (int64_t(point) * g.c + (ok ? c : 0)) * g.kpad + k0 + 4 * col;
-        igemm::cp_async_16(us + slot * kU + row * Engine::kUPitch + 4 * col, src, ok);
-      }
-      copy_patch(raw + slot * kRawFloats + tc * 16 * kTiles + tt, kTiles, x, g, origin, c0 + tc);
-    }
-    igemm::cp_async_commit();
-  };
-  // V = B^T d B of this thread's patch in `slot`, into V buffer vbuf.
-  auto transform = [&](int slot, int vbuf) {
-    const float* src = raw + slot * kRawFloats + tc * 16 * kTiles + tt;
-    float d[16], v[16];
-#pragma unroll
-    for (int e = 0; e < 16; ++e) d[e] = src[e * kTiles];
+  float d[16];  // the 4x4 patch of the next chunk
+  auto store_v = [&](int buf) {
+    float v[16];
     transform_patch(d, v);
-    float* dst = vs + vbuf * kV + tc * Engine::kVPitch + Engine::v_pos(tt);
+    float* dst = vs + buf * kV + tc * Engine::kVPitch + Engine::v_pos(tt);
 #pragma unroll
     for (int pt = 0; pt < kPoints; ++pt) {
       dst[pt * kBC * Engine::kVPitch] =
           Engine::kTf32 ? __uint_as_float(day04::mma::to_tf32(__float_as_uint(v[pt]))) : v[pt];
     }
   };
+  // U of the chunk: 16 points x 8 channels x 64 filters = 2048 16-byte copies, 8 per thread
+  // (zero-filled past C; U is zero past K up to kpad).
+  auto load_u = [&](int buf, int c0) {
+#pragma unroll
+    for (int i = 0; i < kPoints * kBC * kBK / 4 / kThreads; ++i) {
+      const int f = tid + i * kThreads;
+      const int col = f % (kBK / 4), row = f / (kBK / 4);  // row = point * kBC + c
+      const int point = row / kBC, c = c0 + row % kBC;
+      const bool ok = c < g.c;
+      const float* src = u + (int64_t(point) * g.c + (ok ? c : 0)) * g.kpad + k0 + 4 * col;
+      igemm::cp_async_16(us + buf * kU + row * Engine::kUPitch + 4 * col, src, ok);
+    }
+  };
 
   Engine engine;
   engine.zero();
-  issue(0, 0);
-  issue(1, 1);
-  igemm::cp_async_wait<1>();  // chunk 0 has landed
-  __syncthreads();
-  transform(0, 0);
+  const int chunks = gpu100::ceil_div(g.c, kBC);
+  load_u(0, 0);
+  igemm::cp_async_commit();
+  load_patch(x, g, origin, tc, d);
+  store_v(0);
+  igemm::cp_async_wait<0>();
   __syncthreads();
   for (int ch = 0; ch < chunks; ++ch) {
-    // Slot (ch + 2) % 3 was last read by chunk ch - 1's products and transform (both before the
-    // previous iteration's last barrier).
-    issue((ch + 2) % kStages, ch + 2);
-    engine.chunk(vs + (ch & 1) * kV, us + (ch % kStages) * kU);
-    igemm::cp_async_wait<1>();  // chunk ch + 1 has landed (only ch + 2 may be in flight)
-    __syncthreads();
-    if (ch + 1 < chunks) transform((ch + 1) % kStages, (ch + 1) & 1);
+    const int buf = ch & 1;
+    const bool more = ch + 1 < chunks;
+    if (more) {  // the next chunk's loads, in flight during this chunk's products
+      load_u(buf ^ 1, (ch + 1) * kBC);
+      igemm::cp_async_commit();
+      load_patch(x, g, origin, (ch + 1) * kBC + tc, d);
+    }
+    engine.chunk(vs + buf * kV, us + buf * kU);
+    if (more) {
+      store_v(buf ^ 1);  // that buffer's last reader finished before the previous barrier
+      igemm::cp_async_wait<0>();
+    }
     __syncthreads();
   }
-  float* ms = smem;  // every copy has landed and the last barrier ended every read
+  float* ms = smem;  // the loop's last barrier ended every read of vs and us
   engine.stage(ms);
   __syncthreads();
   store_outputs(ms, g, tile0, k0, bias, y);
