@@ -14,12 +14,23 @@
 //    ldmatrix.trans;
 //  - O is rescaled only when some row of the warp saw its running max move (one warp vote);
 //  - the softmax runs in the log2 domain (scale * log2 e folded into one FFMA, ex2.approx), row
-//    statistics in fp32; a lane keeps partial row sums and reduces them once at the end;
+//    statistics in fp32;
 //  - shared rows are padded by 16 bytes so the 8 row addresses of each ldmatrix phase hit 8
 //    different bank quads.
-// The costs: 244-255 registers per thread (2 blocks of 4 warps per SM), 55-104 KB of shared memory
-// per block, and every warp re-reads the whole K/V tile (and at D = 128 its Q rows) from shared
-// memory.
+// Three details then took it from 304 to 389 TFLOP/s at S 4096 D 128 (230 -> 318 at S 2048 D 64;
+// each measured on the H100, README):
+//  - only the tiles that cross S or the causal diagonal run the mask code: the others run a copy
+//    of the tile with none (the mask's compares and selects had been compiled into every tile:
+//    about 1,460 other instructions beside a D = 128 tile's 256 mma, now about 700);
+//  - the row sums l = P 1 run on the tensor core: one extra mma per m-tile and 16 keys, with B
+//    all ones, accumulates them beside O (rescaled with it), in place of 64 FADDs per thread per
+//    tile and the final shuffles; the normaliser is then the sum of exactly the bf16 P that
+//    multiplied V;
+//  - the copy of the next K/V tile is started after S = Q K^T instead of before it, so its
+//    address arithmetic and 16 cp.async per thread are issued alongside the softmax.
+// The costs: 250-255 registers per thread (2 blocks of 4 warps per SM; at D = 128 a 92-byte spill,
+// measured faster than the spill-free schedules), 55-104 KB of shared memory per block, and every
+// warp re-reads the whole K/V tile (and at D = 128 its Q rows) from shared memory.
 // Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16 (as FlashAttention).
 // Causal: tiles past the block's last query are never loaded, and a warp skips the mma work of a
 // tile wholly above its own rows.
@@ -81,35 +92,245 @@ struct V4Config {
 // D = 128: FlashAttention-2's layout, 4 warps x 2 m-tiles (32 rows per warp, 128 per block), Q
 // re-read from shared memory, 64-key tiles. Per 16-deep k-step of S = Q K^T a warp issues 2
 // ldmatrix for Q and BKV / 16 = 4 for K, then BKV / 4 = 16 mma (0.375 ldmatrix per mma); in P V
-// each V fragment feeds 2 mma. O (128 registers) and S / P (64 at 64 keys) take 255 registers
-// and an 8-byte spill with 2 K/V stages (ptxas 13.0, sm_90a; a third stage spills 16 bytes); 128
-// threads x 255 registers x 2 blocks fit the register file. 35 KB of Q + 2 x 35 KB of K/V =
-// 104 KB per block, 2 blocks per SM. Measured on the H100 (B 8, H 16, S 4096, non-causal), one
-// A/B run per tiling, each written into the source and rebuilt: 32-key tiles with 3 stages 275
-// TFLOP/s, 64 keys with 2 stages 304, 64 keys with 3 stages (the 16-byte spill) 182, 8 warps x
-// 1 m-tile with Q in registers 239. The 64-key tile halves the barriers, cp.async waits and row
-// max/sum shuffles per key; the 16-byte spill shows how little headroom 255 registers leave.
+// each V fragment feeds 2 mma. O (128 registers), the row sums (8) and S / P (64 at 64 keys) take
+// 255 registers and a 92-byte spill (ptxas 13.0, sm_90a); 128 threads x 255 registers x 2 blocks
+// fit the register file. 35 KB of Q + 2 x 35 KB of K/V = 104 KB per block, 2 blocks per SM. The
+// tilings were timed on the H100 (B 8, H 16, S 4096, non-causal) with the earlier tile code, the
+// one that compiled the mask into every tile: 32-key tiles with 3 stages 275 TFLOP/s, 64 keys
+// with 2 stages 304, 64 keys with 3 stages 182 (a spill), 8 warps x 1 m-tile with Q in registers
+// 239; with the mask-free tiles, 32 keys / 3 stages 342 against 349 for this tiling, and 64 keys
+// / 3 stages 280 (138 KB of shared memory: one block per SM).
 using ConfigD128 = V4Config<128, 64, 4, 2, 2, false, 2>;
 // D = 64: 4 warps x 2 m-tiles, Q fragments kept in registers (32 of them), 64-key tiles, 2
-// stages: 244 registers, no spill, 18 KB of Q + 2 x 18 KB of K/V = 55 KB per block.
-// Measured as above (S 2048, non-causal): 229 TFLOP/s, against 224 with Q re-read from shared
-// memory and 3 stages (228 registers, no spill), 181 with 32-key tiles, 163 with 8 warps x 1
-// m-tile: at D = 64 a k-step has only 4 Q fragments, and keeping them in registers beats
-// re-reading them. (An earlier version of this comment had the two register counts swapped.)
+// stages: 250 registers, no spill, 18 KB of Q + 2 x 18 KB of K/V = 55 KB per block. Timed as
+// above (S 2048, non-causal), earlier tile code: 229 TFLOP/s, against 224 with Q re-read from
+// shared memory and 3 stages, 181 with 32-key tiles, 163 with 8 warps x 1 m-tile: at D = 64 a
+// k-step has only 4 Q fragments, and keeping them in registers beats re-reading them. With the
+// mask-free tiles, Q re-read (2 stages) and Q in registers with 3 stages both measured 299-302,
+// the same as this tiling.
 using ConfigD64 = V4Config<64, 64, 4, 2, 2, true, 2>;
 
 // Starts the copy of rows [row0, row0 + kRows) of a head's [S][kD] matrix into smem [kRows][kLd]:
-// 16-byte chunks, kD / 8 per row, consecutive threads on consecutive chunks (coalesced). Rows
-// past S are zero-filled (never read from global).
-template <class C, int kRows>
+// 16-byte chunks, kD / 8 per row, consecutive threads on consecutive chunks (coalesced). Each
+// thread's chunks sit at a fixed column and at rows kRowsPerPass apart, so the loop has a
+// compile-time trip count and the chunk addresses are one base plus constant offsets. kCheck:
+// rows past S are zero-filled (never read from global); without it the caller guarantees
+// row0 + kRows <= S and no per-chunk test is compiled.
+template <class C, int kRows, bool kCheck = true>
 __device__ __forceinline__ void load_tile_async(bf16* dst, const bf16* __restrict__ src, int row0,
                                                 int s, int tid) {
-  constexpr int kPerRow = C::kD / 8, kChunks = kRows * kPerRow;
+  constexpr int kPerRow = C::kD / 8, kRowsPerPass = C::kThreads / kPerRow;
+  static_assert(C::kThreads % kPerRow == 0 && kRows % kRowsPerPass == 0, "whole passes only");
+  const int r0 = tid / kPerRow, col = (tid % kPerRow) * 8;
+  bf16* d = dst + r0 * C::kLd + col;
+  const bf16* g = src + (size_t(row0) + r0) * C::kD + col;
 #pragma unroll
-  for (int c = tid; c < kChunks; c += C::kThreads) {
-    const int r = c / kPerRow, col = (c % kPerRow) * 8;
-    const bool valid = row0 + r < s;
-    cp_async_16(dst + r * C::kLd + col, valid ? src + size_t(row0 + r) * C::kD + col : src, valid);
+  for (int i = 0; i < kRows / kRowsPerPass; ++i) {
+    const int di = i * kRowsPerPass * C::kLd, gi = i * kRowsPerPass * C::kD;
+    if constexpr (kCheck) {
+      const bool valid = row0 + r0 + i * kRowsPerPass < s;
+      cp_async_16(d + di, valid ? g + gi : src, valid);
+    } else {
+      cp_async_16(d + di, g + gi, true);
+    }
+  }
+}
+
+// The K/V copy pipeline of one block: a ring of kStages shared-memory stages, tile t in stage
+// t % kStages, one cp.async commit group per tile (empty past the last tile, so that "kStages - 2
+// groups still in flight" always means tile t has landed).
+template <class C>
+struct V4Pipe {
+  bf16* sk;  // kStages x [kBKV][kLd]
+  bf16* sv;
+  const bf16* kg;  // this head's K and V in global memory
+  const bf16* vg;
+  int num_tiles, s, tid;
+
+  // Waits until tile t has landed for every thread; the barrier also says that every warp is
+  // done with tile t - 1, so its stage may be refilled.
+  __device__ __forceinline__ void wait(int t) const {
+    if (t > 0) {
+      cp_async_wait<C::kStages - 2>();
+      __syncthreads();
+    }
+  }
+  // Starts tile t into its stage (the stage tile t - kStages used); full tiles skip the row test.
+  __device__ __forceinline__ void issue(int t) const {
+    if (t < num_tiles) {
+      const int st = t % C::kStages, row0 = t * C::kBKV;
+      bf16* dk = sk + st * C::kKVElems;
+      bf16* dv = sv + st * C::kKVElems;
+      if (row0 + C::kBKV <= s) {
+        load_tile_async<C, C::kBKV, false>(dk, kg, row0, s, tid);
+        load_tile_async<C, C::kBKV, false>(dv, vg, row0, s, tid);
+      } else {
+        load_tile_async<C, C::kBKV>(dk, kg, row0, s, tid);
+        load_tile_async<C, C::kBKV>(dv, vg, row0, s, tid);
+      }
+    }
+    cp_async_commit();
+  }
+};
+
+// One warp's running state across the K/V loop: its Q fragments (kQInRegs; otherwise a 1-element
+// dummy, and each k-step reloads them from shared memory), the O accumulators (rows g, g + 8;
+// columns 8 j + 2 t4 + {0, 1}) and the per-row max and partial sum (h = 0: row g, h = 1: g + 8).
+template <class C>
+struct V4Warp {
+  uint32_t qf[C::kQInRegs ? C::kMTiles : 1][C::kQInRegs ? C::kD / 16 : 1][4];
+  float oacc[C::kMTiles][C::kD / 8][4];
+  float m_run[C::kMTiles][2];
+  float lacc[C::kMTiles][4];
+};
+
+// One K/V tile for one warp: S = Q K^T, (kMask: the keys past S and, if causal, above the
+// diagonal set to -inf), the online softmax, O += P V. kMask = false compiles to no mask code.
+template <class C, bool kMask, class AfterS>
+__device__ __forceinline__ void flash_v4_tile(V4Warp<C>& w, const bf16* sq_lane, const bf16* skt,
+                                              const bf16* svt, int kv0, int warp_first, int s,
+                                              bool causal, float scale_log2, int lane,
+                                              AfterS after_s) {
+  constexpr int kD = C::kD, kBKV = C::kBKV, kMT = C::kMTiles, kLd = C::kLd;
+  constexpr int kNT = kBKV / 8;  // 8-key n-tiles of S
+  constexpr int kDT = kD / 8;    // 8-column n-tiles of O
+  const int g = lane / 4, t4 = lane % 4;
+  // ---- S = Q K^T: kMT x kNT accumulators of 16 x 8 ----
+  float sacc[kMT][kNT][4];
+#pragma unroll
+  for (int i = 0; i < kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+      sacc[i][j][0] = sacc[i][j][1] = sacc[i][j][2] = sacc[i][j][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    // This k-step's Q fragments: from the registers, or one ldmatrix per m-tile (the warp's own
+    // rows of sq, written before the loop and never overwritten until the epilogue).
+    uint32_t qa[kMT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i) {
+      if constexpr (C::kQInRegs) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qa[i][r] = w.qf[i][kk][r];
+      } else {
+        ldmatrix_x4(qa[i], sq_lane + 16 * i * kLd + 16 * kk);
+      }
+    }
+#pragma unroll
+    for (int jp = 0; jp < kBKV / 16; ++jp) {
+      // B = K^T is "col" (n-major) = K's rows as stored: no transpose. Matrix q = lane / 8:
+      // keys 16 jp + (q / 2) * 8 + 0..7, columns 16 kk + (q % 2) * 8 + 0..7, so registers 0-1
+      // are n-tile 2 jp (k 0-7, 8-15) and registers 2-3 n-tile 2 jp + 1.
+      uint32_t kb[4];
+      ldmatrix_x4(
+          kb, skt + (16 * jp + (lane / 16) * 8 + lane % 8) * kLd + 16 * kk + ((lane / 8) % 2) * 8);
+      const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        mma_bf16_16816(sacc[i][2 * jp], qa[i], b0);
+        mma_bf16_16816(sacc[i][2 * jp + 1], qa[i], b1);
+      }
+    }
+  }
+
+  after_s();
+
+  // ---- mask, online softmax; P overwrites S in the accumulators ----
+  // sacc[i][j][2 h + e]: row wrow0 + 16 i + g + 8 h, key kv0 + 8 j + 2 t4 + e.
+  float alpha[kMT][2];  // exp2(m_old - m_new) per row: 1 when the row's max did not move
+#pragma unroll
+  for (int i = 0; i < kMT; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_first + 16 * i + g + 8 * h;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = sacc[i][j][2 * h + e];
+          if constexpr (kMask) {
+            const int key = kv0 + 8 * j + 2 * t4 + e;
+            if (key >= s || (causal && key > row)) x = -INFINITY;
+          }
+          mx = fmaxf(mx, x);
+        }
+      // The row's 8-key n-tiles are spread over the 4 lanes of a quad.
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(w.m_run[i][h], mx);  // raw score units (scale > 0 commutes)
+      const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      alpha[i][h] = fast_exp2(w.m_run[i][h] * scale_log2 - m_scaled);  // 0 at first
+      w.m_run[i][h] = m_new;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = sacc[i][j][2 * h + e];
+          x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
+        }
+    }
+  }
+  // Rescale O only when the max moved for some row of the warp (one vote; the branch is
+  // warp-uniform). Once the running max settles (after a few tiles on typical inputs) this
+  // skips kMT x kD FMULs per thread per tile (128 at D = 128: ~6% of the issue slots of the
+  // tile's mma). alpha is exactly 1 when m did not move (exp2(0)), so skipping changes nothing.
+  bool moved = false;
+#pragma unroll
+  for (int i = 0; i < kMT; ++i) moved = moved || alpha[i][0] != 1.f || alpha[i][1] != 1.f;
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int i = 0; i < kMT; ++i)
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        w.oacc[i][j][0] *= alpha[i][0];
+        w.oacc[i][j][1] *= alpha[i][0];
+        w.oacc[i][j][2] *= alpha[i][1];
+        w.oacc[i][j][3] *= alpha[i][1];
+      }
+#pragma unroll
+    for (int i = 0; i < kMT; ++i) {
+      w.lacc[i][0] *= alpha[i][0];
+      w.lacc[i][1] *= alpha[i][0];
+      w.lacc[i][2] *= alpha[i][1];
+      w.lacc[i][3] *= alpha[i][1];
+    }
+  }
+
+  // ---- O += P V ----
+#pragma unroll
+  for (int kk = 0; kk < kBKV / 16; ++kk) {
+    // A fragment of P for keys 16 kk .. 16 kk + 15 from the S accumulators of n-tiles 2 kk and
+    // 2 kk + 1: a0 = (row g, keys 2 t4, +1), a1 = (row g + 8, same keys), a2 / a3 = the same
+    // with keys + 8.
+    uint32_t pa[kMT][4];
+#pragma unroll
+    for (int i = 0; i < kMT; ++i) {
+      pa[i][0] = pack_bf16(sacc[i][2 * kk][0], sacc[i][2 * kk][1]);
+      pa[i][1] = pack_bf16(sacc[i][2 * kk][2], sacc[i][2 * kk][3]);
+      pa[i][2] = pack_bf16(sacc[i][2 * kk + 1][0], sacc[i][2 * kk + 1][1]);
+      pa[i][3] = pack_bf16(sacc[i][2 * kk + 1][2], sacc[i][2 * kk + 1][3]);
+    }
+    {
+      const uint32_t ones[2] = {0x3F803F80u, 0x3F803F80u};
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) mma_bf16_16816(w.lacc[i], pa[i], ones);
+    }
+#pragma unroll
+    for (int jp = 0; jp < kD / 16; ++jp) {
+      // B = V (keys x columns) is stored k-major: ldmatrix.trans. Matrix q = lane / 8: keys
+      // 16 kk + (q % 2) * 8 + 0..7, columns 16 jp + (q / 2) * 8 + 0..7; registers 0-1 are
+      // n-tile 2 jp (keys 0-7, 8-15), registers 2-3 n-tile 2 jp + 1.
+      uint32_t vb[4];
+      ldmatrix_x4_trans(
+          vb, svt + (16 * kk + ((lane / 8) % 2) * 8 + lane % 8) * kLd + 16 * jp + (lane / 16) * 8);
+      const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+#pragma unroll
+      for (int i = 0; i < kMT; ++i) {
+        mma_bf16_16816(w.oacc[i][2 * jp], pa[i], b0);
+        mma_bf16_16816(w.oacc[i][2 * jp + 1], pa[i], b1);
+      }
+    }
   }
 }
 
@@ -119,8 +340,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                     const bf16* __restrict__ v, bf16* __restrict__ o, float* __restrict__ lse,
                     int s, bool causal, float scale_log2, int num_q_blocks) {
   constexpr int kD = C::kD, kBKV = C::kBKV, kMT = C::kMTiles, kLd = C::kLd;
-  constexpr int kNT = kBKV / 8;  // 8-key n-tiles of S
-  constexpr int kDT = kD / 8;    // 8-column n-tiles of O
+  constexpr int kDT = kD / 8;  // 8-column n-tiles of O
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sq = reinterpret_cast<bf16*>(smem_raw);  // [kBQ][kLd]
   bf16* sk = sq + C::kQElems;                    // kStages x [kBKV][kLd]
@@ -143,30 +363,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int kv_end = causal ? min(s, q0 + C::kBQ) : s;
   const int num_tiles = gpu100::ceil_div(kv_end, kBKV);
 
-  // Prologue: kStages - 1 commit groups: Q with tile 0's K and V, then tiles 1 .. kStages - 2
-  // (a group is committed even when empty, so "group t" is always tile t's).
+  // Prologue: kStages - 1 commit groups: Q with tile 0's K and V, then tiles 1 .. kStages - 2.
+  const V4Pipe<C> pipe{sk, sv, kg, vg, num_tiles, s, tid};
   load_tile_async<C, C::kBQ>(sq, qg, q0, s, tid);
 #pragma unroll
-  for (int st = 0; st < C::kStages - 1; ++st) {
-    if (st < num_tiles) {
-      load_tile_async<C, kBKV>(sk + st * C::kKVElems, kg, st * kBKV, s, tid);
-      load_tile_async<C, kBKV>(sv + st * C::kKVElems, vg, st * kBKV, s, tid);
-    }
-    cp_async_commit();
-  }
+  for (int st = 0; st < C::kStages - 1; ++st) pipe.issue(st);
 
-  // Q A-fragments for the whole K/V loop (kQInRegs; otherwise a 1-element dummy, and each k-step
-  // reloads its fragments from shared memory).
-  uint32_t qf[C::kQInRegs ? kMT : 1][C::kQInRegs ? kD / 16 : 1][4];
-  float oacc[kMT][kDT][4];             // O accumulators: rows g, g + 8; columns 8 j + 2 t4 + {0, 1}
-  float m_run[kMT][2], l_run[kMT][2];  // per row (h = 0: row g, h = 1: row g + 8); l partial
+  V4Warp<C> w;
 #pragma unroll
   for (int i = 0; i < kMT; ++i) {
 #pragma unroll
     for (int j = 0; j < kDT; ++j)
-      oacc[i][j][0] = oacc[i][j][1] = oacc[i][j][2] = oacc[i][j][3] = 0.f;
-    m_run[i][0] = m_run[i][1] = -INFINITY;
-    l_run[i][0] = l_run[i][1] = 0.f;
+      w.oacc[i][j][0] = w.oacc[i][j][1] = w.oacc[i][j][2] = w.oacc[i][j][3] = 0.f;
+    w.m_run[i][0] = w.m_run[i][1] = -INFINITY;
+    w.lacc[i][0] = w.lacc[i][1] = w.lacc[i][2] = w.lacc[i][3] = 0.f;
   }
 
   cp_async_wait<C::kStages - 2>();  // this thread's copies of Q and tile 0 have landed...
@@ -179,154 +389,35 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 #pragma unroll
     for (int i = 0; i < kMT; ++i)
 #pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) ldmatrix_x4(qf[i][kk], sq_lane + 16 * i * kLd + 16 * kk);
+      for (int kk = 0; kk < kD / 16; ++kk)
+        ldmatrix_x4(w.qf[i][kk], sq_lane + 16 * i * kLd + 16 * kk);
   }
 
-  for (int t = 0; t < num_tiles; ++t) {
-    if (t > 0) {
-      cp_async_wait<C::kStages - 2>();  // this thread's copies of tile t have landed...
-      __syncthreads();  // ...everyone's; and every warp is done with tile t - 1's stage
+  // Tiles 0 .. n_full - 1 need no mask for any row of the block and run a copy of the tile code
+  // with no mask arithmetic at all; only the rest (a tail past S; under causal, the tiles that
+  // cross the block's diagonal) pay for it. Before tile t is computed, every thread starts the
+  // copy of tile t + kStages - 1 into the stage tile t - 1 used (free since the barrier).
+  const int n_full = min(s, causal ? q0 + 1 : s) / kBKV;
+  int t = 0;
+  for (; t < n_full; ++t) {
+    pipe.wait(t);
+    const int tn = t + C::kStages - 1;
+    if (!warp_active) {  // warps wholly past S only copy and join the barriers
+      pipe.issue(tn);
+      continue;
     }
-    {  // tile t + kStages - 1 into the stage tile t - 1 used (free since the barrier above)
-      const int tn = t + C::kStages - 1, st = tn % C::kStages;
-      if (tn < num_tiles) {
-        load_tile_async<C, kBKV>(sk + st * C::kKVElems, kg, tn * kBKV, s, tid);
-        load_tile_async<C, kBKV>(sv + st * C::kKVElems, vg, tn * kBKV, s, tid);
-      }
-      cp_async_commit();  // possibly empty: keeps one group per tile for the wait above
-    }
+    const int st = t % C::kStages;
+    flash_v4_tile<C, false>(w, sq_lane, sk + st * C::kKVElems, sv + st * C::kKVElems, t * kBKV,
+                            warp_first, s, causal, scale_log2, lane, [&] { pipe.issue(tn); });
+  }
+  for (; t < num_tiles; ++t) {
+    pipe.wait(t);
+    pipe.issue(t + C::kStages - 1);
     const int kv0 = t * kBKV;
     if (!warp_active || (causal && kv0 > warp_last)) continue;  // nothing unmasked for this warp
-    const bf16* skt = sk + (t % C::kStages) * C::kKVElems;
-    const bf16* svt = sv + (t % C::kStages) * C::kKVElems;
-
-    // ---- S = Q K^T: kMT x kNT accumulators of 16 x 8 ----
-    float sacc[kMT][kNT][4];
-#pragma unroll
-    for (int i = 0; i < kMT; ++i)
-#pragma unroll
-      for (int j = 0; j < kNT; ++j)
-        sacc[i][j][0] = sacc[i][j][1] = sacc[i][j][2] = sacc[i][j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      // This k-step's Q fragments: from the registers, or one ldmatrix per m-tile (the warp's own
-      // rows of sq, written before the loop and never overwritten until the epilogue).
-      uint32_t qa[kMT][4];
-#pragma unroll
-      for (int i = 0; i < kMT; ++i) {
-        if constexpr (C::kQInRegs) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) qa[i][r] = qf[i][kk][r];
-        } else {
-          ldmatrix_x4(qa[i], sq_lane + 16 * i * kLd + 16 * kk);
-        }
-      }
-#pragma unroll
-      for (int jp = 0; jp < kBKV / 16; ++jp) {
-        // B = K^T is "col" (n-major) = K's rows as stored: no transpose. Matrix q = lane / 8:
-        // keys 16 jp + (q / 2) * 8 + 0..7, columns 16 kk + (q % 2) * 8 + 0..7, so registers 0-1
-        // are n-tile 2 jp (k 0-7, 8-15) and registers 2-3 n-tile 2 jp + 1.
-        uint32_t kb[4];
-        ldmatrix_x4(kb, skt + (16 * jp + (lane / 16) * 8 + lane % 8) * kLd + 16 * kk +
-                            ((lane / 8) % 2) * 8);
-        const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-#pragma unroll
-        for (int i = 0; i < kMT; ++i) {
-          mma_bf16_16816(sacc[i][2 * jp], qa[i], b0);
-          mma_bf16_16816(sacc[i][2 * jp + 1], qa[i], b1);
-        }
-      }
-    }
-
-    // ---- mask, online softmax; P overwrites S in the accumulators ----
-    // sacc[i][j][2 h + e]: row wrow0 + 16 i + g + 8 h, key kv0 + 8 j + 2 t4 + e.
-    const bool need_mask = kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first);
-    float alpha[kMT][2];  // exp2(m_old - m_new) per row: 1 when the row's max did not move
-#pragma unroll
-    for (int i = 0; i < kMT; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp_first + 16 * i + g + 8 * h;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kNT; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = sacc[i][j][2 * h + e];
-            if (need_mask) {
-              const int key = kv0 + 8 * j + 2 * t4 + e;
-              if (key >= s || (causal && key > row)) x = -INFINITY;
-            }
-            mx = fmaxf(mx, x);
-          }
-        // The row's 8-key n-tiles are spread over the 4 lanes of a quad.
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m_run[i][h], mx);  // raw score units (scale > 0 commutes)
-        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-        alpha[i][h] = fast_exp2(m_run[i][h] * scale_log2 - m_scaled);  // 0 at first
-        m_run[i][h] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < kNT; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = sacc[i][j][2 * h + e];
-            x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
-            sum += x;
-          }
-        l_run[i][h] = l_run[i][h] * alpha[i][h] + sum;
-      }
-    }
-    // Rescale O only when the max moved for some row of the warp (one vote; the branch is
-    // warp-uniform). Once the running max settles (after a few tiles on typical inputs) this
-    // skips kMT x kD FMULs per thread per tile (128 at D = 128: ~6% of the issue slots of the
-    // tile's mma). alpha is exactly 1 when m did not move (exp2(0)), so skipping changes nothing.
-    bool moved = false;
-#pragma unroll
-    for (int i = 0; i < kMT; ++i) moved = moved || alpha[i][0] != 1.f || alpha[i][1] != 1.f;
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int i = 0; i < kMT; ++i)
-#pragma unroll
-        for (int j = 0; j < kDT; ++j) {
-          oacc[i][j][0] *= alpha[i][0];
-          oacc[i][j][1] *= alpha[i][0];
-          oacc[i][j][2] *= alpha[i][1];
-          oacc[i][j][3] *= alpha[i][1];
-        }
-    }
-
-    // ---- O += P V ----
-#pragma unroll
-    for (int kk = 0; kk < kBKV / 16; ++kk) {
-      // A fragment of P for keys 16 kk .. 16 kk + 15 from the S accumulators of n-tiles 2 kk and
-      // 2 kk + 1: a0 = (row g, keys 2 t4, +1), a1 = (row g + 8, same keys), a2 / a3 = the same
-      // with keys + 8.
-      uint32_t pa[kMT][4];
-#pragma unroll
-      for (int i = 0; i < kMT; ++i) {
-        pa[i][0] = pack_bf16(sacc[i][2 * kk][0], sacc[i][2 * kk][1]);
-        pa[i][1] = pack_bf16(sacc[i][2 * kk][2], sacc[i][2 * kk][3]);
-        pa[i][2] = pack_bf16(sacc[i][2 * kk + 1][0], sacc[i][2 * kk + 1][1]);
-        pa[i][3] = pack_bf16(sacc[i][2 * kk + 1][2], sacc[i][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int jp = 0; jp < kD / 16; ++jp) {
-        // B = V (keys x columns) is stored k-major: ldmatrix.trans. Matrix q = lane / 8: keys
-        // 16 kk + (q % 2) * 8 + 0..7, columns 16 jp + (q / 2) * 8 + 0..7; registers 0-1 are
-        // n-tile 2 jp (keys 0-7, 8-15), registers 2-3 n-tile 2 jp + 1.
-        uint32_t vb[4];
-        ldmatrix_x4_trans(vb, svt + (16 * kk + ((lane / 8) % 2) * 8 + lane % 8) * kLd + 16 * jp +
-                                  (lane / 16) * 8);
-        const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-#pragma unroll
-        for (int i = 0; i < kMT; ++i) {
-          mma_bf16_16816(oacc[i][2 * jp], pa[i], b0);
-          mma_bf16_16816(oacc[i][2 * jp + 1], pa[i], b1);
-        }
-      }
-    }
+    const int st = t % C::kStages;
+    flash_v4_tile<C, true>(w, sq_lane, sk + st * C::kKVElems, sv + st * C::kKVElems, kv0,
+                           warp_first, s, causal, scale_log2, lane, [] {});
   }
 
   // ---- epilogue: O / l in bf16, staged through the warp's own Q rows, 16-byte stores ----
@@ -338,19 +429,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int i = 0; i < kMT; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = l_run[i][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = w.lacc[i][2 * h];
       const float inv = l > 0.f ? 1.f / l : 0.f;
       const int r = wrow0 + 16 * i + g + 8 * h;
 #pragma unroll
       for (int j = 0; j < kDT; ++j) {
         *reinterpret_cast<uint32_t*>(sq + r * kLd + 8 * j + 2 * t4) =
-            pack_bf16(oacc[i][j][2 * h] * inv, oacc[i][j][2 * h + 1] * inv);
+            pack_bf16(w.oacc[i][j][2 * h] * inv, w.oacc[i][j][2 * h + 1] * inv);
       }
       const int row = q0 + r;
       if (t4 == 0 && row < s && lse != nullptr) {
-        lse[size_t(bh) * s + row] = (m_run[i][h] * scale_log2 + log2f(l)) * kLn2;
+        lse[size_t(bh) * s + row] = (w.m_run[i][h] * scale_log2 + log2f(l)) * kLn2;
       }
     }
   }
