@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attention.hpp"
 #include "common/cuda_check.hpp"
@@ -196,10 +197,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     commit();
   };
   // Mask and online softmax of tile t (as v4): P overwrites S in sacc, m and l are updated, and
-  // alpha = exp2(m_old - m_new) per row is returned for O.
-  auto softmax = [&](int t, float(&alpha)[2]) {
+  // alpha = exp2(m_old - m_new) per row is returned for O. As in v4, only the tiles that cross S
+  // or the warp's causal diagonal run the mask code (kMask); the others run a copy without it.
+  auto softmax_body = [&](int t, float(&alpha)[2], auto mask_tag) {
+    constexpr bool kMask = decltype(mask_tag)::value;
     const int kv0 = t * kBKV;
-    const bool need_mask = kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row_g + 8 * h;
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = sacc[4 * j + 2 * h + e];
-          if (need_mask) {
+          if constexpr (kMask) {
             const int key = kv0 + 8 * j + 2 * t4 + e;
             if (key >= s || (causal && key > row)) x = -INFINITY;
           }
@@ -231,6 +233,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           sum += x;
         }
       l_run[h] = l_run[h] * alpha[h] + sum;
+    }
+  };
+  auto softmax = [&](int t, float(&alpha)[2]) {
+    const int kv0 = t * kBKV;
+    if (kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first)) {
+      softmax_body(t, alpha, std::true_type{});
+    } else {
+      softmax_body(t, alpha, std::false_type{});
     }
   };
   // P to bf16 A fragments: keys 16 kk .. 16 kk + 15 are the S columns of n-tiles 2 kk, 2 kk + 1.
