@@ -18,6 +18,10 @@
 //    CUDA cores while P V is still on the tensor cores; at D = 64 the two warpgroups also take
 //    turns at the tensor cores (ping-pong, named barriers);
 //  - 128 keys per K/V tile, 2 consumer warpgroups of 64 query rows (128 queries per block).
+//  - as in v4, only the tiles that cross S or the warp's causal diagonal run the mask code; the
+//    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
+//    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
+//    at S 4096 D 128 in one A/B run (README).
 // The costs: sm_90a only; 1 block of 384 threads per SM, whose consumers need more than the 168
 // registers an even split would give (S, P and O are live together: ptxas used 222 with a 224
 // cap, and the 168 of an even split made it spill and serialise the wgmma); 224 KB of shared
