@@ -175,7 +175,8 @@ struct V4Pipe {
 
 // One warp's running state across the K/V loop: its Q fragments (kQInRegs; otherwise a 1-element
 // dummy, and each k-step reloads them from shared memory), the O accumulators (rows g, g + 8;
-// columns 8 j + 2 t4 + {0, 1}) and the per-row max and partial sum (h = 0: row g, h = 1: g + 8).
+// columns 8 j + 2 t4 + {0, 1}), the per-row max (h = 0: row g, h = 1: g + 8) and the row sums
+// as the accumulators of P times a B of ones (every column holds the row's sum).
 template <class C>
 struct V4Warp {
   uint32_t qf[C::kQInRegs ? C::kMTiles : 1][C::kQInRegs ? C::kD / 16 : 1][4];
@@ -185,7 +186,8 @@ struct V4Warp {
 };
 
 // One K/V tile for one warp: S = Q K^T, (kMask: the keys past S and, if causal, above the
-// diagonal set to -inf), the online softmax, O += P V. kMask = false compiles to no mask code.
+// diagonal set to -inf), the online softmax, O += P V and l += P 1. kMask = false compiles to no
+// mask code. after_s() runs once the S mma are issued (the caller starts the next K/V copy there).
 template <class C, bool kMask, class AfterS>
 __device__ __forceinline__ void flash_v4_tile(V4Warp<C>& w, const bf16* sq_lane, const bf16* skt,
                                               const bf16* svt, int kv0, int warp_first, int s,
@@ -395,8 +397,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   // Tiles 0 .. n_full - 1 need no mask for any row of the block and run a copy of the tile code
   // with no mask arithmetic at all; only the rest (a tail past S; under causal, the tiles that
-  // cross the block's diagonal) pay for it. Before tile t is computed, every thread starts the
-  // copy of tile t + kStages - 1 into the stage tile t - 1 used (free since the barrier).
+  // cross the block's diagonal) pay for it. During tile t every thread starts the copy of tile
+  // t + kStages - 1 into the stage tile t - 1 used (free since the barrier): after S in the
+  // unmasked loop, before it in the short masked one.
   const int n_full = min(s, causal ? q0 + 1 : s) / kBKV;
   int t = 0;
   for (; t < n_full; ++t) {
