@@ -21,7 +21,8 @@
 // each measured on the H100, README):
 //  - only the tiles that cross S or the causal diagonal run the mask code: the others run a copy
 //    of the tile with none (the mask's compares and selects had been compiled into every tile:
-//    about 1,460 other instructions beside a D = 128 tile's 256 mma, now about 700);
+//    about 1,170 other instructions in the loop beside a D = 128 tile's 256 mma and 80
+//    ldmatrix, now about 670);
 //  - the row sums l = P 1 run on the tensor core: one extra mma per m-tile and 16 keys, with B
 //    all ones, accumulates them beside O (rescaled with it), in place of 64 FADDs per thread per
 //    tile and the final shuffles; the normaliser is then the sum of exactly the bf16 P that
