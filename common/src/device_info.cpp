@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/errors.hpp"
 
@@ -19,9 +20,9 @@ std::string DeviceSummary::cuda_versions() const {
 }
 
 std::string DeviceSummary::one_line() const {
-  return fmt::format("{} (sm_{}{}, {} SMs, {:.0f} MB L2, {:.1f} GiB, CUDA {})", name, cc_major,
-                     cc_minor, sm_count, l2_bytes / 1e6, global_mem_bytes / double(1 << 30),
-                     cuda_versions());
+  return fmt::format("{} (sm_{}{}, {} SMs, {:.0f} MB L2, {:.1f} GiB, CUDA {}; runs {})", name,
+                     cc_major, cc_minor, sm_count, l2_bytes / 1e6,
+                     global_mem_bytes / double(1 << 30), cuda_versions(), code);
 }
 
 bool gpu_available() {
@@ -48,6 +49,7 @@ DeviceSummary query_device() {
   s.smem_per_block_optin = prop.sharedMemPerBlockOptin;
   CUDA_CHECK(cudaRuntimeGetVersion(&s.runtime_version));
   CUDA_CHECK(cudaDriverGetVersion(&s.driver_version));
+  s.code = running_code().label();  // throws NoGpuError with the rebuild line if there is none
   return s;
 }
 

@@ -271,3 +271,48 @@ TEST_CASE("results: the timing line every binary prints", "[cpu]") {
   CHECK(gpu100::timing_line(3, 0, false) ==
         "timing: median of 3 runs after 0 warm-ups, L2 not flushed");
 }
+
+TEST_CASE("arch: the rebuild line names the GPU, what the build holds and the command", "[cpu]") {
+  const std::string line = gpu100::rebuild_message("NVIDIA H100 80GB HBM3", 9, 0, "89-real");
+  CHECK(line ==
+        "this build holds no code for the NVIDIA H100 80GB HBM3 (sm_90): it was built for "
+        "CMAKE_CUDA_ARCHITECTURES=89-real; rebuild with ./scripts/setup.sh "
+        "-DCMAKE_CUDA_ARCHITECTURES=90a");
+  CHECK(line.find('\n') == std::string::npos);
+  CHECK(gpu100::rebuild_message("Tesla T4", 7, 5, "90a").find("-DCMAKE_CUDA_ARCHITECTURES=75") !=
+        std::string::npos);
+  CHECK(gpu100::recommended_architecture(9, 0) == "90a");
+  CHECK(gpu100::recommended_architecture(8, 6) == "86");
+}
+
+TEST_CASE("arch: the architecture list a build was configured with", "[cpu]") {
+  CHECK(gpu100::parse_architectures("75").max_arch == 750);
+  CHECK_FALSE(gpu100::parse_architectures("75").sm90a);
+  CHECK(gpu100::parse_architectures("80-virtual").max_arch == 800);
+  const gpu100::BuiltArchs several = gpu100::parse_architectures("75,86-real,90a");
+  CHECK(several.max_arch == 900);
+  CHECK(several.sm90a);
+  CHECK_FALSE(gpu100::parse_architectures("90").sm90a);
+  CHECK(gpu100::parse_architectures("native").max_arch == 0);
+  CHECK(std::string(gpu100::needs_text(gpu100::ArchNeed::kSm90a)) == "needs an sm_90a build");
+  CHECK(std::string(gpu100::needs_text(gpu100::ArchNeed::kAny)).empty());
+}
+
+TEST_CASE("arch: a variant the build cannot hold is refused with exit status 2", "[cpu]") {
+  struct V {
+    const char* name;
+    gpu100::ArchNeed needs;
+  };
+  const std::vector<V> registry = {{"plain", gpu100::ArchNeed::kAny},
+                                   {"future", gpu100::ArchNeed::kSm90a}};
+  // Naming only variants every build has is fine.
+  gpu100::refuse_named_not_built(registry, {"plain"});
+  if (!gpu100::build_lists(gpu100::ArchNeed::kSm90a)) {
+    try {
+      gpu100::refuse_named_not_built(registry, {"future"});
+      FAIL("no exception");
+    } catch (const gpu100::UsageError& e) {  // ArchUnavailable is a UsageError: exit 2
+      CHECK(std::string(e.what()).find("future needs an sm_90a build") != std::string::npos);
+    }
+  }
+}

@@ -21,6 +21,25 @@ TEST_CASE("device: summary of the current GPU", "[gpu]") {
   CHECK(d.one_line().find(d.name) != std::string::npos);
 }
 
+TEST_CASE("arch: the probe reports code the build holds and the GPU can run", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const auto d = gpu100::query_device();
+  const gpu100::RunningCode& code = gpu100::running_code();
+  INFO("build " << gpu100::build_architectures() << ", running " << code.label());
+  const gpu100::BuiltArchs built = gpu100::parse_architectures(gpu100::build_architectures());
+  CHECK(code.arch >= 750);
+  CHECK(code.arch <= 100 * d.cc_major + 10 * d.cc_minor);      // never newer than the GPU
+  if (built.max_arch > 0) CHECK(code.arch <= built.max_arch);  // and something the build holds
+  CHECK(d.one_line().find(code.label()) != std::string::npos);
+  // The decision follows the running code, not the GPU's compute capability.
+  CHECK(gpu100::build_has(gpu100::ArchNeed::kSm80) == (code.arch >= 800));
+  CHECK(gpu100::build_has(gpu100::ArchNeed::kSm90) == (code.arch >= 900));
+  CHECK(gpu100::build_has(gpu100::ArchNeed::kSm90a) == code.sm90a);
+  if (!code.sm90a) {
+    CHECK_THROWS_AS(gpu100::require_build(gpu100::ArchNeed::kSm90a, "x"), gpu100::ArchUnavailable);
+  }
+}
+
 TEST_CASE("DeviceBuffer: upload, download, poison, move", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const auto host = gpu100::random_vector<float>(1031, 1);

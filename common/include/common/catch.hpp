@@ -2,13 +2,19 @@
 // Catch2 2.13 / 3.x compatibility: every test file includes this header instead of Catch2's, so
 // the same tests build on Debian 12 / Ubuntu 22.04 (Catch2 2.13) and Ubuntu 24.04 (Catch2 3.x).
 //
-// GPU100_REQUIRE_GPU() starts every GPU test case: on a machine with no CUDA device it prints
-// GPU100_SKIP (which ctest reports as Skipped, see cmake/Gpu100.cmake) and leaves the test case.
+// GPU100_REQUIRE_GPU() starts every GPU test case: on a machine with no CUDA device, or when the
+// build holds no code the GPU can run, it prints GPU100_SKIP and the reason (which ctest reports
+// as Skipped, see cmake/Gpu100.cmake) and leaves the test case.
+// GPU100_REQUIRE_BUILD(need, what) does the same for a test case of one variant that needs newer
+// GPU code than the build has for this GPU ("needs an sm_90a build"). A test case that loops over
+// every variant calls gpu100::build_has() instead and skips the missing ones in the loop.
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "common/device_info.hpp"
 
 #if GPU100_CATCH2_MAJOR == 3
@@ -30,15 +36,61 @@ using Detail::Approx;  // Catch2 3.x spells it Catch::Approx
 #define GPU100_SKIP_TEST_CASE(msg) return
 #endif
 
-#define GPU100_REQUIRE_GPU()                                                 \
-  do {                                                                       \
-    if (!::gpu100::gpu_available()) {                                        \
-      std::cout << "GPU100_SKIP: no CUDA device, test skipped" << std::endl; \
-      GPU100_SKIP_TEST_CASE("no CUDA device");                               \
-    }                                                                        \
+#define GPU100_REQUIRE_GPU()                                                           \
+  do {                                                                                 \
+    const std::string gpu100_reason_ = ::gpu100::gpu_unusable_reason();                \
+    if (!gpu100_reason_.empty()) {                                                     \
+      std::cout << "GPU100_SKIP: " << gpu100_reason_ << ", test skipped" << std::endl; \
+      GPU100_SKIP_TEST_CASE(gpu100_reason_);                                           \
+    }                                                                                  \
+  } while (0)
+
+#define GPU100_REQUIRE_BUILD(need, what)                                                   \
+  do {                                                                                     \
+    GPU100_REQUIRE_GPU();                                                                  \
+    if (!::gpu100::build_has(need)) {                                                      \
+      std::cout << "GPU100_SKIP: " << (what) << " " << ::gpu100::needs_text(need)          \
+                << " (CMAKE_CUDA_ARCHITECTURES=" << ::gpu100::build_architectures() << ")" \
+                << std::endl;                                                              \
+      GPU100_SKIP_TEST_CASE(::gpu100::needs_text(need));                                   \
+    }                                                                                      \
+  } while (0)
+
+// GPU100_SKIP_LACKED(registry) ends a test case as Skipped, listing the registry's variants whose
+// code this build lacks for the running GPU, when there are any. Each day with such variants has
+// one test case that does it, so ctest's skip list names them and the build each needs.
+#define GPU100_SKIP_LACKED(registry)                                                             \
+  do {                                                                                           \
+    const std::string gpu100_lacked_ = ::gpu100::lacked_variants(registry);                      \
+    if (!gpu100_lacked_.empty()) {                                                               \
+      std::cout << "GPU100_SKIP: this build (CMAKE_CUDA_ARCHITECTURES="                          \
+                << ::gpu100::build_architectures() << ") lacks " << gpu100_lacked_ << std::endl; \
+      GPU100_SKIP_TEST_CASE(gpu100_lacked_);                                                     \
+    }                                                                                            \
   } while (0)
 
 namespace gpu100 {
+
+// "v5_flash_wgmma (needs an sm_90a build), ...": the variants of a registry (entries with .name
+// and .needs) that this build cannot run on this GPU; "" when it runs them all.
+template <class Registry>
+std::string lacked_variants(const Registry& registry) {
+  std::string out;
+  for (const auto& v : registry) {
+    if (build_has(v.needs)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(v.name) + " (" + needs_text(v.needs) + ")";
+  }
+  return out;
+}
+
+// In a loop over a registry: true when this build lacks the variant's code for this GPU. The loop
+// skips it (the day's GPU100_SKIP_LACKED test case reports it); one line says so in the log.
+template <class Variant>
+bool lacks_code(const Variant& v) {
+  if (build_has(v.needs)) return false;
+  std::cout << "not run here: " << v.name << " " << needs_text(v.needs) << std::endl;
+  return true;
+}
 
 // The test sizes at or below $GPU100_TEST_MAX_N (all of them when it is unset). The sanitizer
 // runs set it, since compute-sanitizer slows kernels and copies by one or two orders of magnitude.

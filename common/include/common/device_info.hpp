@@ -15,6 +15,7 @@ struct DeviceSummary {
   size_t smem_per_block_optin = 0;  // the most shared memory one block may ask for
   int runtime_version = 0;          // CUDA runtime, e.g. 13000
   int driver_version = 0;           // the newest CUDA version the driver supports
+  std::string code;                 // the build's code it runs: "sm_90a code", "compute_80 PTX..."
 
   std::string compute_capability() const;
   std::string cuda_versions() const;  // "runtime 13.0, driver 13.0"
@@ -25,7 +26,9 @@ struct DeviceSummary {
 // returns false, and clears the error the runtime left behind.
 bool gpu_available();
 
-// The summary of the current device. Throws gpu100::NoGpuError when there is none.
+// The summary of the current device. Throws gpu100::NoGpuError when there is none, or when this
+// build holds no code it can run (the message then says how to rebuild): every binary calls it
+// before its first kernel.
 DeviceSummary query_device();
 
 // Bytes of device memory free right now (cudaMemGetInfo).

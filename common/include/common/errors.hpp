@@ -4,7 +4,7 @@
 //   exit 0  every variant passed verification
 //   exit 1  a variant failed verification, or a CUDA / library call failed
 //   exit 2  bad command-line arguments (reported before any GPU call) or a problem too large
-//   exit 3  no CUDA-capable GPU on this machine
+//   exit 3  no usable GPU: none on this machine, or the build holds no code it can run
 #include <stdexcept>
 
 namespace gpu100 {
@@ -15,7 +15,14 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// No GPU or no driver: a one-line message, exit status 3.
+// A variant whose code this build lacks for the running GPU ("needs an sm_90a build"): exit 2.
+class ArchUnavailable : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
+// No GPU, no driver, or a build that holds no code the GPU can run: a one-line message, exit
+// status 3.
 class NoGpuError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

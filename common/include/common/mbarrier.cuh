@@ -4,11 +4,26 @@
 // share. An mbarrier completes a phase when `count` arrivals and every expected transaction byte
 // of the copies that signal it have been seen. Reference: the PTX ISA sections "mbarrier" and
 // "cp.async.bulk".
+//
+// These instructions exist from sm_90 on. In code compiled for an older target, kAvailable is
+// false and each wrapper traps: a kernel tests kAvailable (a constant, so the unused path is
+// compiled away) and takes its own path there, and the host picks that path from
+// gpu100::build_has(ArchNeed::kSm90).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "common/arch.cuh"
+
+#if GPU100_SM90_CODE
+#define GPU100_MBAR_PTX(...) asm volatile(__VA_ARGS__)
+#else
+#define GPU100_MBAR_PTX(...) __trap()
+#endif
+
 namespace gpu100::mbar {
+
+inline constexpr bool kAvailable = GPU100_SM90_CODE;
 
 // A generic pointer to shared memory as the 32-bit shared-window address PTX wants.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -16,25 +31,25 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 }
 
 __device__ __forceinline__ void init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+  GPU100_MBAR_PTX("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
 }
 // Makes the initialisations above visible to the async proxy (the copy engine) and the other
 // threads (after the block's next barrier).
 __device__ __forceinline__ void fence_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  GPU100_MBAR_PTX("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 // One arrival that also announces `bytes` of copy traffic the phase must wait for.
 __device__ __forceinline__ void expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
-               "r"(bytes));
+  GPU100_MBAR_PTX("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+                  "r"(bytes));
 }
 // One plain arrival (release: this thread's earlier shared-memory reads are ordered before it).
 __device__ __forceinline__ void arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  GPU100_MBAR_PTX("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 // Spins until the phase with the given parity has completed.
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
+  GPU100_MBAR_PTX(
       "{\n"
       ".reg .pred done;\n"
       "WAIT_%=:\n"
@@ -48,7 +63,7 @@ __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
 // (which must expect them). Both addresses 16-byte aligned, bytes a multiple of 16.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
                                           uint64_t* bar) {
-  asm volatile(
+  GPU100_MBAR_PTX(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
@@ -56,3 +71,5 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
 }
 
 }  // namespace gpu100::mbar
+
+#undef GPU100_MBAR_PTX
