@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/arch.hpp"
+
 namespace day04 {
 
 struct GemmShape {
@@ -67,10 +69,11 @@ void gemm_v9_wmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat
                        cudaStream_t);
 void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
                        cudaStream_t);
-// Hopper only: compiled when CMAKE_CUDA_ARCHITECTURES includes 90a (GPU100_HAVE_SM90A), listed in
-// the registry only then. Shapes TMA cannot describe go to v10 (BF16: K or N not a multiple of 8;
-// TF32: K not a multiple of 4). The TF32 call first transposes B into a scratch buffer (wgmma
-// reads TF32 operands only K-major), and its time includes that transpose.
+// v9 and v10 need code built for sm_80 or newer, v11-v13 for sm_90a (wgmma, TMA); in a build that
+// lacks it for the running GPU they throw gpu100::ArchUnavailable before any launch. Shapes TMA
+// cannot describe go to v10 (BF16: K or N not a multiple of 8; TF32: K not a multiple of 4). The
+// TF32 call first transposes B into a scratch buffer (wgmma reads TF32 operands only K-major), and
+// its time includes that transpose.
 void gemm_v11_wgmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,
                          float*, cudaStream_t);
 void gemm_v11_wgmma_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
@@ -98,10 +101,11 @@ struct GemmVariant {
   const char* name;         // "v5_2d_blocktile"
   const char* description;  // what changed, one line
   Precision precision;
-  SgemmFn fp32 = nullptr;     // set for kFp32 and kTf32 (fp32 inputs)
-  GemmBf16Fn bf16 = nullptr;  // set for kBf16 (bf16 inputs)
-  bool is_library = false;    // the cuBLAS rows
-  const char* library = "";   // the cuBLAS row this variant is compared with
+  SgemmFn fp32 = nullptr;                           // set for kFp32 and kTf32 (fp32 inputs)
+  GemmBf16Fn bf16 = nullptr;                        // set for kBf16 (bf16 inputs)
+  bool is_library = false;                          // the cuBLAS rows
+  const char* library = "";                         // the cuBLAS row this variant is compared with
+  gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
 };
 const std::vector<GemmVariant>& gemm_variants();
 const GemmVariant* find_gemm_variant(const std::string& name);

@@ -72,6 +72,7 @@ const char* to_string(Precision p) {
 
 const std::vector<GemmVariant>& gemm_variants() {
   using P = Precision;
+  using A = gpu100::ArchNeed;
   static const std::vector<GemmVariant> kVariants = {
       {"v1_naive", "one thread per output, threadIdx.x along rows (uncoalesced)", P::kFp32,
        sgemm_v1_naive, nullptr, false, "cublas_sgemm"},
@@ -90,31 +91,30 @@ const std::vector<GemmVariant>& gemm_variants() {
       {"v8_double_buffered", "two shared-memory stages, next slab prefetched to registers",
        P::kFp32, sgemm_v8_double_buffered, nullptr, false, "cublas_sgemm"},
       {"v8_cp_async",
-       "v8 with cp.async into a 4-stage shared ring (no register staging); A transposed first",
+       "v8 with cp.async into a 4-stage shared ring (no register staging); A transposed first "
+       "(below sm_80: plain loads)",
        P::kFp32, sgemm_v8_cp_async, nullptr, false, "cublas_sgemm"},
       {"v8_autotuned", "v8 with the fastest of its tile configurations, chosen per (M, N, K)",
        P::kFp32, sgemm_v8_autotuned, nullptr, false, "cublas_sgemm"},
       {"v9_wmma_tf32", "tensor cores via WMMA, TF32 inputs, fp32 accumulation", P::kTf32,
-       gemm_v9_wmma_tf32, nullptr, false, "cublas_tf32"},
+       gemm_v9_wmma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
       {"v9_wmma_bf16", "tensor cores via WMMA, BF16 inputs, fp32 accumulation", P::kBf16, nullptr,
-       gemm_v9_wmma_bf16, false, "cublas_bf16"},
+       gemm_v9_wmma_bf16, false, "cublas_bf16", A::kSm80},
       {"v10_mma_tf32", "mma.sync m16n8k8 TF32 + ldmatrix + 3-stage cp.async pipeline", P::kTf32,
-       gemm_v10_mma_tf32, nullptr, false, "cublas_tf32"},
+       gemm_v10_mma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
       {"v10_mma_bf16", "mma.sync + ldmatrix + 3-stage cp.async pipeline, padded tiles", P::kBf16,
-       nullptr, gemm_v10_mma_bf16, false, "cublas_bf16"},
-#ifdef GPU100_HAVE_SM90A
+       nullptr, gemm_v10_mma_bf16, false, "cublas_bf16", A::kSm80},
       {"v11_wgmma_tf32", "Hopper wgmma m64n256k8 TF32 + TMA; B transposed first (K-major)",
-       P::kTf32, gemm_v11_wgmma_tf32, nullptr, false, "cublas_tf32"},
+       P::kTf32, gemm_v11_wgmma_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
       {"v11_wgmma_bf16", "Hopper wgmma m64n256k16 from shared memory, TMA 4-stage pipeline",
-       P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16"},
+       P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16", A::kSm90a},
       {"v12_wgmma_ws_bf16",
        "v11 warp-specialised (TMA producer warpgroup, full/empty mbarriers) and persistent",
-       P::kBf16, nullptr, gemm_v12_wgmma_ws_bf16, false, "cublas_bf16"},
+       P::kBf16, nullptr, gemm_v12_wgmma_ws_bf16, false, "cublas_bf16", A::kSm90a},
       {"v13_wgmma_cluster_bf16",
        "v12 on 2-CTA clusters: each B tile multicast by TMA to both CTAs (a third less L2 "
        "traffic)",
-       P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16"},
-#endif
+       P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a},
       {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
        nullptr, true, ""},
       {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,

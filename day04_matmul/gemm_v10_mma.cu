@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(kThreads)
 void gemm_v10_mma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
                        float beta, float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v10_mma_bf16");
   static bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_kernel<true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
@@ -307,6 +308,7 @@ __global__ void __launch_bounds__(kThreads)
 void gemm_v10_mma_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
                        float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v10_mma_tf32");
   static bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_tf32_kernel<true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,

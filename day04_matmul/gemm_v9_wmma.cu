@@ -4,14 +4,21 @@
 // does 16 x 16 x 8 (TF32) or 16 x 16 x 16 (BF16) multiply-adds in a few tensor-core instructions
 // instead of 2048 or 4096 FFMAs. Tiles: 128 x 128 x 32 per block, 8 warps, one shared-memory
 // buffer (pipelining is v10's idea). TF32 keeps 10 mantissa bits of each input: expect relative
-// errors near 1e-3, against ~1e-6 for fp32.
+// errors near 1e-3, against ~1e-6 for fp32. TF32 and BF16 fragments exist from sm_80 on: the
+// kernel's code is compiled only for those targets, and the launchers refuse older ones.
 #include <mma.h>
 
 #include <type_traits>
 
+#include "common/arch.cuh"
+#include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "gemm.hpp"
+
+#if !GPU100_SM80_CODE
+#pragma nv_diag_suppress 177  // this target compiles the kernel body out, leaving its constants
+#endif
 
 namespace day04 {
 
@@ -26,6 +33,7 @@ constexpr int kPad =
 // TF32 fragments take fp32 storage and a k of 8; BF16 fragments a k of 16.
 template <typename T>
 struct WmmaTraits;
+#if GPU100_SM80_CODE
 template <>
 struct WmmaTraits<float> {
   using FragType = wmma::precision::tf32;
@@ -37,12 +45,15 @@ struct WmmaTraits<__nv_bfloat16> {
   static constexpr int kK = 16;
 };
 
+#endif
+
 }  // namespace
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     gemm_v9_kernel(int m, int n, int k, float alpha, const T* __restrict__ a,
                    const T* __restrict__ b, float beta, float* c) {
+#if GPU100_SM80_CODE
   using Traits = WmmaTraits<T>;
   constexpr int kK = Traits::kK;
   constexpr int kLda = kBK + kPad, kLdb = kBN + kPad;
@@ -126,6 +137,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncwarp();
     }
+#endif
 }
 
 namespace {
@@ -134,6 +146,7 @@ template <typename T>
 void launch_v9(GemmShape s, float alpha, const T* a, const T* b, float beta, float* c,
                cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v9_wmma");
   const dim3 grid(gpu100::ceil_div(s.n, kBN), gpu100::ceil_div(s.m, kBM));
   gemm_v9_kernel<T><<<grid, kThreads, 0, stream>>>(s.m, s.n, s.k, alpha, a, b, beta, c);
   CUDA_CHECK_LAST();

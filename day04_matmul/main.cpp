@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "common/args.hpp"
 #include "common/compare.hpp"
 #include "common/cuda_check.hpp"
@@ -197,7 +198,7 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
   };
   std::vector<Measured> measured;
   for (const auto& v : day04::gemm_variants()) {
-    if (!opt.selected(v.name)) continue;
+    if (!opt.selected(v.name) || !gpu100::build_has(v.needs)) continue;
     auto launch = [&] {
       if (v.fp32 != nullptr) {
         v.fp32(s, 1.f, in.a.data(), in.b.data(), 0.f, in.c.data(), nullptr);
@@ -267,7 +268,9 @@ int run(int argc, char** argv) {
   if (args.get_flag("list")) {
     for (const auto& v : day04::transpose_variants())
       fmt::print("{:<20} {}\n", v.name, v.description);
-    for (const auto& v : day04::gemm_variants()) fmt::print("{:<20} {}\n", v.name, v.description);
+    for (const auto& v : day04::gemm_variants()) {
+      fmt::print("{:<20} {}{}\n", v.name, v.description, gpu100::needs_suffix(v.needs));
+    }
     return gpu100::kExitOk;
   }
   Options opt;
@@ -277,6 +280,7 @@ int run(int argc, char** argv) {
     for (const auto& v : day04::transpose_variants()) known = known || name == v.name;
     if (!known) throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
   }
+  gpu100::refuse_named_not_built(day04::gemm_variants(), opt.names);
   opt.iters = static_cast<int>(args.get_int("iters"));
   opt.warmup = static_cast<int>(args.get_int("warmup"));
   opt.seed = static_cast<uint64_t>(args.get_int("seed"));
@@ -289,6 +293,10 @@ int run(int argc, char** argv) {
 
   const gpu100::DeviceSummary device = gpu100::query_device();
   fmt::print("day04_matmul: transpose and GEMM\ndevice: {}\n", device.one_line());
+  if (const auto lacked = gpu100::refuse_or_list_lacked(day04::gemm_variants(), opt.names);
+      !lacked.empty()) {
+    fmt::print("{}\n", lacked);
+  }
   const double ceiling = gpu100::measure_copy_ceiling_gbps();
   const double fp32_peak = gpu100::measure_fp32_peak_tflops();
   fmt::print("copy ceiling: {:.1f} GB/s; fp32 FMA ceiling: {:.1f} TFLOP/s (both measured now)\n",

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/catch.hpp"
 #include "common/compare.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
+#include "common/errors.hpp"
 #include "common/half.hpp"
 #include "common/random.hpp"
 #include "gemm.hpp"
@@ -83,6 +85,7 @@ TEST_CASE("every GEMM variant matches the CPU at awkward shapes (beta = 0, C poi
   GPU100_REQUIRE_GPU();
   uint64_t seed = 10;
   for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::lacks_code(v)) continue;
     for (const auto& s : kShapes) {
       // Under compute-sanitizer (GPU100_TEST_MAX_N set) only the shapes with few outputs run.
       if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
@@ -95,6 +98,7 @@ TEST_CASE("every GEMM variant applies alpha and beta", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 1000;
   for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::lacks_code(v)) continue;
     check_variant(v, {77, 45, 61}, 1.5f, -0.75f, seed += 3);
     check_variant(v, {128, 256, 40}, -2.0f, 0.5f, seed += 3);
   }
@@ -167,6 +171,28 @@ TEST_CASE("GEMM launchers reject bad shapes before launching", "[gpu]") {
     INFO(v.name);
     CHECK_THROWS_AS(v.fp32({0, 4, 4}, 1.f, d.data(), d.data(), 0.f, d.data(), nullptr),
                     std::invalid_argument);
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("variants this build lacks for this GPU are reported as skipped", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  GPU100_SKIP_LACKED(day04::gemm_variants());
+}
+
+TEST_CASE("a variant this build lacks is refused before any launch, naming the build it needs",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  gpu100::DeviceBuffer<float> d(64 * 64);
+  for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::build_has(v.needs) || v.fp32 == nullptr) continue;
+    INFO(v.name);
+    try {
+      v.fp32({64, 64, 64}, 1.f, d.data(), d.data(), 0.f, d.data(), nullptr);
+      FAIL("no exception");
+    } catch (const gpu100::ArchUnavailable& e) {
+      CHECK(std::string(e.what()).find(gpu100::needs_text(v.needs)) != std::string::npos);
+    }
   }
   CHECK(cudaGetLastError() == cudaSuccess);
 }

@@ -72,15 +72,4 @@ CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int row
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, ptr, dims, strides, box);
 }
 
-void require_sm90(const char* who) {
-  static const bool is_sm90 = [] {
-    int device = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    return major == 9 && minor == 0;
-  }();
-  if (!is_sm90) throw std::runtime_error(std::string(who) + " needs a compute capability 9.0 GPU");
-}
-
 }  // namespace day04

@@ -18,7 +18,4 @@ CUtensorMap make_tma_map_2d(const __nv_bfloat16* ptr, int rows, int cols, int bo
 CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int rows, int cols,
                             int box_rows, int box_cols);
 
-// Throws std::runtime_error("<who> needs a compute capability 9.0 GPU") on any other device.
-void require_sm90(const char* who);
-
 }  // namespace day04

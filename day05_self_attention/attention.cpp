@@ -139,13 +139,13 @@ const std::vector<AttentionVariant>& attention_variants() {
       {"v4_flash_bf16",
        "FlashAttention-2 style on tensor cores: mma.sync m16n8k16 + ldmatrix, Q in registers, "
        "K/V double-buffered with cp.async, P kept in registers, 128 queries per block",
-       P::kBf16, nullptr, attention_v4_flash_bf16, flash_workspace_bytes, v4_refusal, true, false},
-#ifdef GPU100_HAVE_SM90A
+       P::kBf16, nullptr, attention_v4_flash_bf16, flash_workspace_bytes, v4_refusal, true, false,
+       gpu100::ArchNeed::kSm80},
       {"v5_flash_wgmma",
        "FlashAttention-3 style on Hopper: wgmma m64n128k16 (S from shared memory, P V with P in "
        "registers), a TMA producer warp, a K/V ring handed over with mbarriers",
-       P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true, false},
-#endif
+       P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true, false,
+       gpu100::ArchNeed::kSm90a},
   };
   return variants;
 }

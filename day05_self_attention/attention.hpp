@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "common/compare.hpp"
 
 namespace day05 {
@@ -69,9 +70,8 @@ void attention_v3_flash_fp32(const AttentionShape&, const float*, const float*, 
                              float*, void*, size_t, cudaStream_t);
 void attention_v4_flash_bf16(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                              const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
-// Hopper only: compiled when CMAKE_CUDA_ARCHITECTURES includes 90a (GPU100_HAVE_SM90A, from
-// day04::gemm), and listed in the registry only then; throws std::runtime_error on a GPU that is
-// not compute capability 9.0.
+// v4 needs code built for sm_80 or newer (bf16 mma.sync), v5 for sm_90a (wgmma, TMA); where the
+// running code lacks it they throw gpu100::ArchUnavailable before any launch.
 void attention_v5_flash_wgmma(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                               const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
 
@@ -102,6 +102,7 @@ struct AttentionVariant {
   std::string (*refusal)(const AttentionShape&);
   bool is_flash = false;    // writes the row log-sum-exp; no S x S matrix
   bool is_library = false;  // v2: the cuBLAS path a user would write by hand
+  gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
 };
 const std::vector<AttentionVariant>& attention_variants();
 const AttentionVariant* find_variant(const std::string& name);  // nullptr when unknown

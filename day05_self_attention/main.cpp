@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "common/arch.hpp"
 #include "common/args.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
@@ -259,7 +260,8 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
 
 void print_list() {
   for (const auto& v : day05::attention_variants()) {
-    fmt::print("{:<16} {:<5} {}\n", v.name, day05::to_string(v.precision), v.description);
+    fmt::print("{:<16} {:<5} {}{}\n", v.name, day05::to_string(v.precision), v.description,
+               gpu100::needs_suffix(v.needs));
   }
 }
 
@@ -286,6 +288,7 @@ int run(int argc, char** argv) {
       throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
     }
   }
+  gpu100::refuse_named_not_built(day05::attention_variants(), names);
   for (const auto& v : day05::attention_variants()) {
     if (names.empty() || std::find(names.begin(), names.end(), v.name) != names.end()) {
       opt.variants.push_back(&v);
@@ -335,6 +338,14 @@ int run(int argc, char** argv) {
   const gpu100::DeviceSummary device = gpu100::query_device();
   fmt::print("{}: O = softmax(Q K^T / sqrt(D) + mask) V, {}\ndevice: {}\n", kDay,
              day05::shape_label(s), device.one_line());
+  if (const auto lacked = gpu100::refuse_or_list_lacked(day05::attention_variants(), names);
+      !lacked.empty()) {
+    fmt::print("{}\n", lacked);
+  }
+  opt.variants.erase(
+      std::remove_if(opt.variants.begin(), opt.variants.end(),
+                     [](const day05::AttentionVariant* v) { return !gpu100::build_has(v->needs); }),
+      opt.variants.end());
   gpu100::require_device_memory(static_cast<size_t>(need) + (size_t(64) << 20), kDay);
   const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
   const double fp32_peak = gpu100::measure_fp32_peak_tflops();

@@ -129,17 +129,12 @@ TEST_CASE("v3_flash_fp32 matches the CPU at every small shape", "[gpu]") {
 }
 
 TEST_CASE("v4_flash_bf16 matches the CPU at every small shape", "[gpu]") {
-  GPU100_REQUIRE_GPU();
+  GPU100_REQUIRE_BUILD(day05::find_variant("v4_flash_bf16")->needs, "v4_flash_bf16");
   check_matrix("v4_flash_bf16", 400);
 }
 
 TEST_CASE("v5_flash_wgmma matches the CPU at every small shape", "[gpu]") {
-  GPU100_REQUIRE_GPU();
-  if (day05::find_variant("v5_flash_wgmma") == nullptr) {
-    std::cout << "GPU100_SKIP: v5 is built only for sm_90a (CMAKE_CUDA_ARCHITECTURES=90a)"
-              << std::endl;
-    GPU100_SKIP_TEST_CASE("v5 is built only for sm_90a");
-  }
+  GPU100_REQUIRE_BUILD(day05::find_variant("v5_flash_wgmma")->needs, "v5_flash_wgmma");
   check_matrix("v5_flash_wgmma", 450);
 }
 
@@ -150,7 +145,7 @@ TEST_CASE("the flash variants across many tiles and ragged tails", "[gpu]") {
   // v4's unmasked loop runs to the end (non-causal) or up to each block's diagonal (causal).
   uint64_t seed = 500;
   for (const char* name : {"v3_flash_fp32", "v4_flash_bf16", "v5_flash_wgmma"}) {
-    if (day05::find_variant(name) == nullptr) continue;  // v5 outside sm_90a builds
+    if (gpu100::lacks_code(*day05::find_variant(name))) continue;
     for (int s : {777, 1024, 1031})
       for (int d : {64, 128})
         for (bool causal : {false, true}) {
@@ -186,7 +181,7 @@ TEST_CASE("v4 and v5 refuse head dimensions other than 64 and 128 before any lau
   GPU100_REQUIRE_GPU();
   for (const char* name : {"v4_flash_bf16", "v5_flash_wgmma"}) {
     const auto* var = day05::find_variant(name);
-    if (var == nullptr) continue;  // v5 outside sm_90a builds
+    REQUIRE(var != nullptr);
     const auto sh = shape(1, 1, 32, 96, false);
     gpu100::DeviceBuffer<bf16> t(static_cast<size_t>(sh.elements()));
     gpu100::DeviceBuffer<float> ws(static_cast<size_t>(sh.rows()));
@@ -201,4 +196,9 @@ TEST_CASE("v4 and v5 refuse head dimensions other than 64 and 128 before any lau
         std::invalid_argument);
   }
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST_CASE("variants this build lacks for this GPU are reported as skipped", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  GPU100_SKIP_LACKED(day05::attention_variants());
 }

@@ -494,6 +494,7 @@ void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16*
   if (workspace == nullptr || workspace_bytes < flash_workspace_bytes(s)) {
     throw std::invalid_argument("v4_flash_bf16: the workspace must hold the B H S log-sum-exp");
   }
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v4_flash_bf16");
   float* lse = static_cast<float*>(workspace);
   if (s.d == 64) {
     launch_v4<ConfigD64>(s, q, k, v, o, lse, stream);

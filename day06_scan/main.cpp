@@ -181,6 +181,9 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
     set_check(row, cmp);
+    if (v->build_note != nullptr && !v->build_note().empty()) {
+      row.note += (row.note.empty() ? "" : "; ") + v->build_note();
+    }
     if (v->is_library) library_ms = t.median_ms;
     rows.push_back(row);
     row_bytes.push_back(8.0 * double(m));

@@ -164,7 +164,7 @@ const std::vector<ScanVariant>& scan_variants() {
        kMaxN, false},
       {"v6_decoupled_lookback", "any n, one pass: dynamic tile ids, 64-bit status words, look-back",
        scan_v6_decoupled_lookback<float>, scan_v6_decoupled_lookback<int32_t>,
-       scan_v6_workspace_bytes, kMaxN, false},
+       scan_v6_workspace_bytes, kMaxN, false, scan_v6_build_note},
       {"cub_scan", "library: cub::DeviceScan::InclusiveSum / ExclusiveSum", scan_cub<float>,
        scan_cub<int32_t>, scan_cub_workspace_bytes, kMaxN, true},
   };

@@ -98,6 +98,9 @@ void scan_v6_decoupled_lookback(const T*, T*, int64_t, bool, void*, size_t, cuda
 // v6 picks its tile size from n (big tiles for large n); the tests force each one at small n, so
 // that the sanitizers (which keep n small) also run the big tiles' bulk copies.
 enum class V6Tiles { kByN, kSmall, kBig };
+// "" where the build runs sm_90 code; otherwise the note that v6 runs its register tiles only
+// (below sm_90 there is no bulk copy to fill the big tiles' shared-memory part).
+std::string scan_v6_build_note();
 template <typename T>
 void scan_v6_tiles(const T*, T*, int64_t, bool, V6Tiles, void*, size_t, cudaStream_t);
 template <typename T>
@@ -125,6 +128,8 @@ struct ScanVariant {
   size_t (*workspace_bytes)(int64_t n);
   int64_t max_n;  // kMaxN, or the single-block limit
   bool is_library;
+  // The row's note about the path this build takes ("" when none): v6 names its fallback.
+  std::string (*build_note)() = nullptr;
 };
 const std::vector<ReduceVariant>& reduce_variants();
 const std::vector<ScanVariant>& scan_variants();

@@ -2,6 +2,7 @@
 // Parallel Prefix Scan with Decoupled Look-back", NVIDIA 2016; CUB's DeviceScan works this way).
 #include <cuda_runtime.h>
 
+#include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/mbarrier.cuh"
 #include "scan.cuh"
@@ -241,6 +242,9 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
     v6_kernel(const T* x, T* y, int64_t n, bool exclusive, bool vector_ok, Word* counter,
               Word* status) {
   static_assert(sizeof(T) == 4, "the tile constants assume 4-byte elements");
+  // The copy engine stages full, aligned tiles where the code is built for sm_90 or newer; below
+  // that (no cp.async.bulk) the threads stage every tile themselves, as they do the last one.
+  constexpr bool kBulk = kStageItems > 0 && gpu100::mbar::kAvailable;
   extern __shared__ __align__(128) unsigned char stage_raw[];
   T* stage = reinterpret_cast<T*>(stage_raw);
   __shared__ __align__(8) uint64_t staged;  // the bulk copy's mbarrier
@@ -252,7 +256,7 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
   if (threadIdx.x == 0) {
     const int64_t t = static_cast<int64_t>(atomicAdd(counter, Word(1)));
     tile_smem = t;
-    if (kStageItems > 0 && vector_ok && (t + 1) * kTile<kStageItems> <= n) {
+    if (kBulk && vector_ok && (t + 1) * kTile<kStageItems> <= n) {
       // a full, aligned tile: the copy engine stages it
       gpu100::mbar::init(&staged, 1);
       gpu100::mbar::fence_init();
@@ -276,9 +280,9 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
     const T reg_total = load_scan_registers(x, reg_first, n, full, exclusive, items);
     if (kStageItems == 0) {
       // no shared-memory part
-    } else if (full) {
+    } else if (kBulk && full) {
       gpu100::mbar::wait(&staged, 0);
-    } else {  // the last tile or a misaligned pointer: the threads stage it themselves
+    } else {  // the last tile, a misaligned pointer or no bulk copy: the threads stage it
       for (int k = 0; k < kStageItems / 4; ++k) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -368,7 +372,11 @@ void scan_v6_tiles(const T* x, T* y, int64_t n, bool exclusive, V6Tiles tiles, v
   if (n == 0) return;
   detail::Carver carver(ws, ws_bytes, "scan_v6_decoupled_lookback");
   Word* words = carver.take<Word>(static_cast<size_t>(gpu100::ceil_div(n, kTile<0>)) + 1);
-  if (tiles == V6Tiles::kByN) {
+  if (tiles == V6Tiles::kByN && !gpu100::build_has(gpu100::ArchNeed::kSm90)) {
+    // Code built below sm_90 has no bulk copy to fill the big tiles' shared-memory part: the
+    // register tiles, which need none, are the faster choice there.
+    tiles = V6Tiles::kSmall;
+  } else if (tiles == V6Tiles::kByN) {
     // Big tiles pay once there are at least half as many as block slots (3 per SM); with fewer,
     // a tile's latency, not the bytes held per SM, sets the time, and the 8192-element tiles give
     // 3x as many blocks (measured: the README's sweep).
@@ -381,6 +389,11 @@ void scan_v6_tiles(const T* x, T* y, int64_t n, bool exclusive, V6Tiles tiles, v
   } else {
     launch_v6<T, 0>(x, y, n, exclusive, words, stream);
   }
+}
+
+std::string scan_v6_build_note() {
+  if (gpu100::build_has(gpu100::ArchNeed::kSm90)) return "";
+  return "register tiles only: this build runs no sm_90 code (no cp.async.bulk for the big tiles)";
 }
 
 template <typename T>

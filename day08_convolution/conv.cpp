@@ -158,7 +158,8 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
        "4 x 8 outputs per thread, float4 loads and stores, tile + halo in shared memory",
        filter2d_f5_register_tiled},
       {"f6_pipelined",
-       "f5 in persistent blocks, input tile double-buffered by cp.async (load t+1 || compute t)",
+       "f5 in persistent blocks, input tile double-buffered by cp.async (load t+1 || compute t; "
+       "below sm_80 plain loads)",
        filter2d_f6_pipelined},
   };
   return v;
@@ -186,20 +187,24 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
       {"v3_im2col_gemm", "im2col into a scratch matrix, then day04's v7_warptile SGEMM", P::kFp32,
        conv2d_v3_im2col_gemm, false, "cudnn_fp32"},
       {"v4_implicit_gemm",
-       "implicit GEMM 128x64x16, 3-stage cp.async gather, day04 WarpTile, 8x8 per thread", P::kFp32,
-       conv2d_v4_implicit_gemm, false, "cudnn_fp32"},
+       "implicit GEMM 128x64x16, 3-stage cp.async gather (below sm_80: plain loads), day04 "
+       "WarpTile, 8x8 per thread",
+       P::kFp32, conv2d_v4_implicit_gemm, false, "cudnn_fp32"},
       {"v5_implicit_gemm_tf32",
        "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
-       conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32"},
+       conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32", nullptr, false, nullptr, 1,
+       gpu100::ArchNeed::kSm80},
       {"v7_winograd",
        "Winograd F(2x2,3x3): filter transform, then 32 tiles x 64 filters per block, 16 GEMMs in "
        "registers",
        P::kFp32, conv2d_v7_winograd, false, "cudnn_fp32", nullptr, false, v7_refusal, 4},
       {"v8_winograd_tf32", "v7 with each chunk's 16 point products on mma.sync m16n8k8 TF32",
-       P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4},
+       P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4,
+       gpu100::ArchNeed::kSm80},
       {"v6_implicit_gemm_bf16_nhwc",
        "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, ldmatrix",
-       P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal},
+       P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal, 1,
+       gpu100::ArchNeed::kSm80},
       // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that of a
       // direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the ResNet
       // layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.

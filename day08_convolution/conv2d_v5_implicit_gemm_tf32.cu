@@ -19,6 +19,7 @@
 // mma.cuh.)
 #include <cstdint>
 
+#include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "conv_day.hpp"
@@ -169,6 +170,7 @@ void launch(const igemm::Params& g, const float* x, const float* w, const float*
 void conv2d_v5_implicit_gemm_tf32(const ConvShape& s, const float* x, const float* w,
                                   const float* bias, float* y, cudaStream_t stream) {
   check_conv_args(s);
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v5_implicit_gemm_tf32");
   const igemm::Params g = igemm::make_params(s, kBK);
   if (g.CRS % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
     launch<true>(g, x, w, bias, y, stream);

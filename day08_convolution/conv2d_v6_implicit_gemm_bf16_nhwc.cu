@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "conv_day.hpp"
@@ -241,6 +242,7 @@ void conv2d_v6_implicit_gemm_bf16_nhwc(const ConvShape& s, const bf16* x, const 
     throw std::invalid_argument(
         "v6_implicit_gemm_bf16_nhwc: x and w must be 16-byte aligned (16-byte cp.async)");
   }
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v6_implicit_gemm_bf16_nhwc");
   const Params g = make_params(s);
   const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN));
   conv2d_bf16_nhwc_kernel<<<grid, kThreads, 0, stream>>>(g, x, w, bias, y);

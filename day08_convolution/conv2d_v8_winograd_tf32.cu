@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/arch.hpp"
 #include "conv_day.hpp"
 #include "mma.cuh"
 #include "winograd.cuh"
@@ -97,6 +98,7 @@ void conv2d_v8_winograd_tf32(const ConvShape& s, const float* x, const float* w,
   if (const std::string why = v7_refusal(s, bias != nullptr); !why.empty()) {
     throw std::invalid_argument("conv2d_v8_winograd_tf32: " + why);
   }
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v8_winograd_tf32");
   wino::launch<MmaEngine>(s, x, w, bias, y, stream);
 }
 

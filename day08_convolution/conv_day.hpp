@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "conv.hpp"
 
 namespace day08 {
@@ -136,6 +137,7 @@ struct Conv2dVariant {
   std::string (*refusal)(const ConvShape&, bool bias) = nullptr;  // nullptr: runs every shape
   // Scales the precision's tolerance: a fast algorithm (Winograd) rounds more than a direct sum.
   double tol_scale = 1;
+  gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
   bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }
 };
 // Every variant, cuDNN included (its rows are skipped without cuDNN).

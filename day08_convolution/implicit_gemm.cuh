@@ -22,30 +22,15 @@
 #include <cstdint>
 
 #include "conv.hpp"
+#include "mma.cuh"
 
 namespace day08::igemm {
 
-// 4-byte asynchronous copy global -> shared through L1 (.ca: the 3x3 windows of neighbouring
-// pixels overlap, so L1 hits are likely); valid == false writes a zero and reads nothing (src must
-// still be a valid address).
-__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 4 : 0));
-}
-// 16-byte asynchronous copy global -> shared (.cg: L2 only), zero-filled when !valid.
-__device__ __forceinline__ void cp_async_16(float* dst, const float* src, bool valid) {
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+// The cp.async wrappers are day04's (mma.cuh), with their fallback for targets below sm_80.
+using day04::mma::cp_async_16;
+using day04::mma::cp_async_4;
+using day04::mma::cp_async_commit;
+using day04::mma::cp_async_wait;
 
 // Everything the kernels need about the shape, computed on the host once per launch.
 struct Params {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "common/args.hpp"
 #include "common/compare.hpp"
 #include "common/cuda_check.hpp"
@@ -209,7 +210,8 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
   // on the host, outside any timing; cuDNN's bf16 output (NPQK) goes to d_y16.
   bool any_bf16 = false;
   for (const auto& v : day08::conv2d_variants()) {
-    any_bf16 = any_bf16 || (v.takes_bf16_nhwc() && selected(opt, v.name));
+    any_bf16 =
+        any_bf16 || (v.takes_bf16_nhwc() && selected(opt, v.name) && gpu100::build_has(v.needs));
   }
   gpu100::DeviceBuffer<bf16> d_x16(any_bf16 ? x_count : 0), d_w16(any_bf16 ? w_count : 0),
       d_y16(any_bf16 ? y_count : 0);
@@ -271,7 +273,7 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
   std::vector<const day08::Conv2dVariant*> used;
   double lib_ms[3] = {0, 0, 0};
   for (const auto& v : day08::conv2d_variants()) {
-    if (!selected(opt, v.name)) continue;
+    if (!selected(opt, v.name) || !gpu100::build_has(v.needs)) continue;
     ResultRow row = gpu100::make_row(v.name, day08::to_string(v.precision), shape);
     if (v.is_library && !day08::have_cudnn()) {
       row.verified = false;
@@ -393,8 +395,9 @@ void print_list() {
   }
   fmt::print("Conv2d layer (--variant; best_fp32 = {}):\n", day08::kBestFp32);
   for (const auto& v : day08::conv2d_variants()) {
-    fmt::print("  {:<28} {} [{}]{}\n", v.name, v.description, day08::to_string(v.precision),
-               v.is_library && !day08::have_cudnn() ? " (cuDNN not found: skipped)" : "");
+    fmt::print("  {:<28} {} [{}]{}{}\n", v.name, v.description, day08::to_string(v.precision),
+               v.is_library && !day08::have_cudnn() ? " (cuDNN not found: skipped)" : "",
+               gpu100::needs_suffix(v.needs));
   }
 }
 
@@ -450,6 +453,7 @@ int run(int argc, char** argv) {
   for (auto& name : opt.variants) {
     if (name == "best_fp32") name = day08::kBestFp32;
   }
+  gpu100::refuse_named_not_built(day08::conv2d_variants(), opt.variants);
   opt.n1d = args.get_int("n1d");
   opt.mask1d = static_cast<int>(args.get_int("mask1d"));
   if (opt.mask1d % 2 == 0) throw gpu100::UsageError("--mask1d must be odd");
@@ -494,6 +498,10 @@ int run(int argc, char** argv) {
   // Everything above is argument handling; the GPU is touched from here on.
   const gpu100::DeviceSummary device = gpu100::query_device();
   fmt::print("{}: PMPP convolution and a Conv2d layer\ndevice: {}\n", kDay, device.one_line());
+  if (const auto lacked = gpu100::refuse_or_list_lacked(day08::conv2d_variants(), opt.variants);
+      opt.conv && !lacked.empty()) {
+    fmt::print("{}\n", lacked);
+  }
   size_t need = 0;
   if (opt.filters) need = std::max<size_t>(8 * size_t(opt.n1d), 8 * size_t(opt.img_h) * opt.img_w);
   if (opt.conv) {

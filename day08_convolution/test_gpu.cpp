@@ -258,6 +258,7 @@ TEST_CASE("Conv2d variants match the CPU at awkward shapes, with and without bia
     for (const auto& v : day08::conv2d_variants()) {
       if (v.is_library && (!day08::have_cudnn() || gpu100::sanitizer_run())) continue;
       if (v.takes_bf16_nhwc()) continue;  // the bf16 NHWC tests below
+      if (gpu100::lacks_code(v)) continue;
       names.emplace_back(v.name);
     }
     names.emplace_back("best_fp32");
@@ -288,6 +289,7 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
   for (const auto& v : day08::conv2d_variants()) {
     if (v.is_library || v.takes_bf16_nhwc()) continue;
     if (v.refusal != nullptr && !v.refusal(s, true).empty()) continue;  // v7: the shape below
+    if (gpu100::lacks_code(v)) continue;
     INFO(v.name);
     const auto first = data.run(v.name, s, true);
     const auto again = data.run(v.name, s, true);
@@ -297,6 +299,7 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
   const day08::ConvShape s1 = make(2, 5, 33, 35, 67, 3, 3, 1, 1);
   LayerData d1(s1, 4244);
   for (const char* name : {"v7_winograd", "v8_winograd_tf32"}) {
+    if (gpu100::lacks_code(variant(name))) continue;
     INFO(name);
     const auto first = d1.run(name, s1, true);
     const auto again = d1.run(name, s1, true);
@@ -306,6 +309,7 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
   const day08::ConvShape s16 = make(2, 24, 33, 35, 67, 3, 3, 2, 1);
   Bf16Data d16(s16, 4343);
   const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  if (gpu100::lacks_code(v6)) return;
   const auto first = d16.run(v6, s16, true);
   const auto again = d16.run(v6, s16, true);
   REQUIRE(gpu100::compare_exact(first, again).ok);
@@ -349,6 +353,7 @@ TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward sh
     for (const auto& v : day08::conv2d_variants()) {
       if (!v.takes_bf16_nhwc()) continue;
       if (v.is_library && (!day08::have_cudnn() || gpu100::sanitizer_run())) continue;
+      if (gpu100::lacks_code(v)) continue;
       const auto runs = [&](bool b) { return v.refusal == nullptr || v.refusal(s, b).empty(); };
       const bool bias = with_bias && runs(true);  // cuDNN bf16: no bias
       INFO(v.name << " at " << day08::to_string(s) << (bias ? " +bias" : ""));
@@ -382,8 +387,9 @@ TEST_CASE("v6 rejects C not a multiple of 8 and unaligned x or w, launching noth
   sync_check();
   // Nothing ran: the output is still all poison.
   for (float v : data.d_y.download()) REQUIRE(std::isnan(v));
-  // And the aligned call works.
+  // And the aligned call works (where this build has v6's code).
   const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  if (gpu100::lacks_code(v6)) return;
   const day08::Tolerance tol = day08::conv2d_tolerance(s, v6.precision);
   REQUIRE(
       gpu100::compare(data.reference(s, false), data.run(v6, s, false), tol.abs_tol, tol.rel_tol)
@@ -418,6 +424,7 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
     REQUIRE(gpu100::compare(ref, got, t_lib.abs_tol, t_lib.rel_tol).ok);
     for (const auto& v : day08::conv2d_variants()) {
       if (v.is_library || v.takes_bf16_nhwc()) continue;  // bf16: the next test
+      if (gpu100::lacks_code(v)) continue;
       INFO(v.name << " at " << day08::to_string(s));
       // Both sides round: the variant's tolerance plus the larger of its own and cuDNN's.
       const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
@@ -431,7 +438,7 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
 }
 
 TEST_CASE("v6 matches cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
-  GPU100_REQUIRE_GPU();
+  GPU100_REQUIRE_BUILD(variant("v6_implicit_gemm_bf16_nhwc").needs, "v6_implicit_gemm_bf16_nhwc");
   if (!day08::have_cudnn()) {
     WARN("cuDNN not found: comparison skipped");
     return;
@@ -466,4 +473,9 @@ TEST_CASE("v6 matches cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
   const auto cmp = gpu100::compare(lib_y, got, 2 * tol.abs_tol, 2 * tol.rel_tol);
   INFO("v6 vs cuDNN: " << cmp.summary());
   REQUIRE(cmp.ok);
+}
+
+TEST_CASE("Conv2d variants this build lacks for this GPU are reported as skipped", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  GPU100_SKIP_LACKED(day08::conv2d_variants());
 }
