@@ -3,7 +3,10 @@
 #   1. Installs any missing build dependency with apt (sudo when not root): CMake, ninja,
 #      Catch2 (2.13 or 3.x, whichever the distribution ships) and fmt; with --charts also
 #      matplotlib (python3-matplotlib), the optional dependency of scripts/charts.py.
-#   2. Configures and builds the `release` preset into build/.
+#   2. Picks the GPU architecture: the GPU's own (nvidia-smi's compute capability; 9.0 becomes
+#      90a, so an H100 or H200 gets the Hopper-only kernels), or 90a when there is no GPU. An
+#      explicit -DCMAKE_CUDA_ARCHITECTURES=... wins. It says which it chose, and why.
+#   3. Configures and builds the `release` preset into build/.
 # The CUDA Toolkit (nvcc, cuBLAS, CUB) is a prerequisite: it is checked, never installed here.
 # Usage: scripts/setup.sh [--no-install] [--charts] [--preset release|debug] [extra cmake -D options...]
 set -euo pipefail
@@ -18,7 +21,7 @@ while [ $# -gt 0 ]; do
     --no-install) install=0 ;;
     --charts) charts=1 ;;
     --preset) preset="$2"; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) extra+=("$1") ;;
   esac
   shift
@@ -77,7 +80,43 @@ if ! command -v nvcc >/dev/null 2>&1; then
 fi
 say "using $(nvcc --version | tail -n1), $(cmake --version | head -n1)"
 
-# --- 2. configure and build ------------------------------------------------------------------
+# --- 2. the GPU architecture -----------------------------------------------------------------
+arch_given=""
+for a in "${extra[@]}"; do
+  case "$a" in -DCMAKE_CUDA_ARCHITECTURES=*) arch_given="${a#-DCMAKE_CUDA_ARCHITECTURES=}" ;; esac
+done
+if [ -n "$arch_given" ]; then
+  say "building for CMAKE_CUDA_ARCHITECTURES=$arch_given (given on the command line)"
+else
+  cap=""
+  gpu=""
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    line=$(nvidia-smi --query-gpu=compute_cap,name --format=csv,noheader 2>/dev/null | head -n1)
+    cap=$(printf '%s' "$line" | cut -d, -f1 | tr -d ' ')
+    gpu=$(printf '%s' "$line" | cut -d, -f2- | sed 's/^ *//')
+  fi
+  if printf '%s' "$cap" | grep -Eq '^[0-9]+\.[0-9]+$'; then
+    arch="${cap%%.*}${cap#*.}"
+    [ "$arch" = 90 ] && arch=90a  # the H100/H200: 90a also builds wgmma, TMA and setmaxnreg code
+    if nvcc --list-gpu-code 2>/dev/null | grep -qx "sm_${arch%a}"; then
+      say "building for CMAKE_CUDA_ARCHITECTURES=$arch: the GPU here is the $gpu (compute capability $cap)"
+    else
+      newest=$(nvcc --list-gpu-arch 2>/dev/null | sed 's/compute_//' | sort -n | tail -n1)
+      say "nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') cannot build sm_${arch%a} for the $gpu;"
+      say "building compute_$newest PTX instead (CMAKE_CUDA_ARCHITECTURES=$newest-virtual), which the driver"
+      say "compiles for the GPU at load time; a newer CUDA Toolkit builds its own code"
+      arch="$newest-virtual"
+    fi
+  else
+    arch=90a
+    say "no GPU found (nvidia-smi gave no compute capability): building CMAKE_CUDA_ARCHITECTURES=90a,"
+    say "the H100/H200 code the published results come from"
+  fi
+  say "another GPU: ./scripts/setup.sh -DCMAKE_CUDA_ARCHITECTURES=86 (75: T4, 80: A100, 86: RTX 30xx, 89: RTX 40xx / L4)"
+  extra+=("-DCMAKE_CUDA_ARCHITECTURES=$arch")
+fi
+
+# --- 3. configure and build ------------------------------------------------------------------
 cmake --preset "$preset" "${extra[@]}"
 cmake --build --preset "$preset"
 say "done: run the tests with  ctest --test-dir $( [ "$preset" = release ] && echo build || echo build-$preset ) --output-on-failure"
