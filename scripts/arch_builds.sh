@@ -6,8 +6,9 @@
 #   scripts/arch_builds.sh [OUT] [ARCH ...]    (defaults: results/<gpu>/arch_builds.txt;
 #                                                75-virtual 80-virtual 90a)
 # OUT gets, per architecture, the build's warning count, ctest's summary line and the tests it
-# skipped or failed (ctest prints each skipped test's reason in the log, build-arch-<arch>/ctest.log).
-# With SANITIZE_DAY06=1, day06's GPU tests also run under memcheck and racecheck in each build.
+# skipped or failed, with the reason each skipped test printed (from ctest's LastTest.log).
+# SANITIZE_DAY06="80-virtual ..." also runs day06's GPU tests under memcheck and racecheck in
+# those builds. GPU100_GIT names the commit in OUT (default: git describe).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-}
@@ -29,7 +30,7 @@ export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 jobs=$(nproc 2>/dev/null || echo 4)
 status=0
 {
-  echo "## commit $(git describe --always --dirty 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d)"
+  echo "## commit ${GPU100_GIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}, $(date -u +%Y-%m-%d)"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1)"
 } >>"$out"
 for arch in "${archs[@]}"; do
@@ -49,10 +50,11 @@ for arch in "${archs[@]}"; do
   {
     echo "CMAKE_CUDA_ARCHITECTURES=$arch: built in ${built} s, $warnings warning lines; ctest: $(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n1)"
     grep -E '\(Failed\)|\(Skipped\)|Not Run' "$dir/ctest.log" | sed 's/^[[:space:]]*/  /'
-    # Each skip's reason, as the test printed it (one line per skipped test case).
-    grep -hoE 'GPU100_SKIP: .*' "$dir/ctest.log" | sort | uniq -c | sed 's/^ */  reason (x/; s/ GPU100_SKIP: /): /'
+    # Each skip's reason, as the skipped test printed it.
+    grep -hoE 'GPU100_SKIP: .*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u |
+      sed 's/^GPU100_SKIP: /  reason: /'
   } | tee -a "$out"
-  if [ "${SANITIZE_DAY06:-0}" = 1 ]; then
+  if [[ " ${SANITIZE_DAY06:-} " == *" $arch "* ]]; then
     SANITIZE_ONLY=day06 SANITIZE_TOOLS="memcheck racecheck" ./scripts/sanitize.sh "$dir/sanitize" "$dir" |
       sed "s/^/  [$arch] /" | tee -a "$out"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
