@@ -1,5 +1,6 @@
 #pragma once
-// capstone_dual_conv: the dual-stream (RGB + depth) convolution layer, MCConv2d in the roadmap.
+// capstone_dual_conv: the dual-stream (RGB + depth) convolution layer of a multi-channel network
+// (MCConv2d).
 //
 // Two image streams share the batch, the spatial size and the number of output channels K:
 //   out1 = act(bn1(conv(rgb,   W1) + b1))   rgb   [N, C1, H, W] -> out1 [N, K, P, Q]
@@ -9,7 +10,7 @@
 // per-channel scale and shift; it is either applied after the convolution (kScaleShift) or folded
 // into the weights and bias (kFolded). The activation is none, ReLU or SiLU (v * sigmoid(v)).
 //
-// The implementations (the roadmap's `use_kernel` flag) are in one registry, implementations():
+// The implementations (the `use_kernel` flag) are in one registry, implementations():
 // it drives the binary, the tests and the README table. Every forward is asynchronous on the
 // caller's stream, takes device pointers and checks its launches.
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// dual v1: the roadmap's idea in its plainest form. One launch covers both streams: the flat
+// dual v1: the dual-stream idea in its plainest form. One launch covers both streams: the flat
 // index runs over out1's N*K*P*Q elements, then out2's, and each thread computes one output
 // element from global memory (C*R*S input reads, C*R*S weight reads, both through L1/L2), applies
 // the epilogue and stores once. Against two cuDNN calls it saves a launch and nothing else: every

@@ -95,7 +95,7 @@ void check_variant(const day05::AttentionVariant& var, const day05::AttentionSha
   }
 }
 
-// The small-shape matrix of the issue for one variant. Shapes are capped by GPU100_TEST_MAX_N
+// The small-shape matrix for one variant. Shapes are capped by GPU100_TEST_MAX_N
 // (counted in elements of Q), so the compute-sanitizer runs keep the small ones.
 void check_matrix(const char* name, uint64_t seed) {
   const day05::AttentionVariant* var = day05::find_variant(name);

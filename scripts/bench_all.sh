@@ -6,6 +6,10 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "bench_all: no GPU found (nvidia-smi -L failed): the benchmarks need an NVIDIA GPU" >&2
+  exit 3
+fi
 build=${2:-build}
 if [ -z "${1:-}" ]; then
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)

@@ -150,6 +150,8 @@ def main():
     made = 0
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text())
+        if "day" not in data:  # not a binary's results (torch_baselines.json)
+            continue
         out = out_dir / (path.stem + ".png")
         draw = sweep_chart if path.stem.endswith("_sweep") else bar_chart
         if draw(plt, data, out):

@@ -52,7 +52,9 @@ def summarize(path):
 
 def main():
     folder = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results" / "h100"
-    files = sorted(p for p in folder.glob("*.json") if not p.stem.endswith("_sweep"))
+    # The binaries' results (they carry "day"); torch_baselines.json is PyTorch's, not a day's.
+    files = sorted(p for p in folder.glob("*.json")
+                   if not p.stem.endswith("_sweep") and "day" in json.loads(p.read_text()))
     if not files:
         print(f"no results in {folder}", file=sys.stderr)
         return 1
