@@ -16,7 +16,7 @@
 // bytes (inputs read once, weights once, outputs written once): 100% is the bytes floor at the
 // copy ceiling measured in the same run. --sweep runs the stem at N = 1, 8, 32, 64, 128, 256.
 //
-// Run: build/capstone_dual_conv/capstone_dual_conv [--layer stem|deep] [--n 8] [--sweep]
+// Run: build/capstone_dual_conv/capstone_dual_conv [--layer stem|deep] [--batch 8] [--sweep]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -322,12 +322,12 @@ int run(int argc, char** argv) {
   gpu100::ArgParser args(kDay,
                          "the dual-stream (RGB + depth) convolution layer against cuDNN, fp32");
   args.add_string("layer", "stem (416x544, 3+1 -> 64) or deep (104x136, 64+64 -> 64)", "stem");
-  args.add_int("n", "batch size", 8, 1, 32767);
-  args.add_int("h", "input height (default: the layer's)", 0, 1, 1 << 20);
-  args.add_int("w", "input width (default: the layer's)", 0, 1, 1 << 20);
-  args.add_int("c1", "RGB stream input channels (default: the layer's)", 0, 1, 4096);
-  args.add_int("c2", "depth stream input channels (default: the layer's)", 0, 1, 4096);
-  args.add_int("k", "output channels of each stream", 64, 1, 4096);
+  args.add_int("batch", "batch size N", 8, 1, 32767);
+  args.add_int("h", "input height (0: the layer's)", 0, 0, 1 << 20);
+  args.add_int("w", "input width (0: the layer's)", 0, 0, 1 << 20);
+  args.add_int("c1", "RGB stream input channels (0: the layer's)", 0, 0, 4096);
+  args.add_int("c2", "depth stream input channels (0: the layer's)", 0, 0, 4096);
+  args.add_int("filters", "output channels K of each stream", 64, 1, 4096);
   args.add_int("filter", "filter size R = S", 3, 1, 15);
   args.add_int("stride", "stride", 1, 1, 8);
   args.add_int("pad", "zero padding", 1, 0, 16);
@@ -336,6 +336,8 @@ int run(int argc, char** argv) {
                10000000);
   args.add_flag("sweep", "the stem at N = 1, 8, 32, 64, 128, 256 (fewer rows)");
   args.add_common();
+  args.add_alias("n", "batch");
+  args.add_alias("k", "filters");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
     print_list();
@@ -351,15 +353,15 @@ int run(int argc, char** argv) {
   } else {
     throw gpu100::UsageError("unknown --layer '" + opt.layer_name + "' (stem or deep)");
   }
-  if (args.was_set("h")) opt.h = static_cast<int>(args.get_int("h"));
-  if (args.was_set("w")) opt.w = static_cast<int>(args.get_int("w"));
-  if (args.was_set("c1")) opt.shape.c1 = static_cast<int>(args.get_int("c1"));
-  if (args.was_set("c2")) opt.shape.c2 = static_cast<int>(args.get_int("c2"));
-  opt.shape.k = static_cast<int>(args.get_int("k"));
+  if (args.get_int("h") > 0) opt.h = static_cast<int>(args.get_int("h"));
+  if (args.get_int("w") > 0) opt.w = static_cast<int>(args.get_int("w"));
+  if (args.get_int("c1") > 0) opt.shape.c1 = static_cast<int>(args.get_int("c1"));
+  if (args.get_int("c2") > 0) opt.shape.c2 = static_cast<int>(args.get_int("c2"));
+  opt.shape.k = static_cast<int>(args.get_int("filters"));
   opt.shape.r = opt.shape.s = static_cast<int>(args.get_int("filter"));
   opt.shape.stride = static_cast<int>(args.get_int("stride"));
   opt.shape.pad = static_cast<int>(args.get_int("pad"));
-  opt.n = static_cast<int>(args.get_int("n"));
+  opt.n = static_cast<int>(args.get_int("batch"));
   opt.sweep = args.get_flag("sweep");
   opt.samples = static_cast<int>(args.get_int("samples"));
   opt.iters = static_cast<int>(args.get_int("iters"));

@@ -130,14 +130,14 @@ Options parse_options(gpu100::ArgParser& args) {
   p.seq = args.get_int("seq");
   p.q_heads = args.get_int("heads");
   p.kv_heads = args.was_set("kv-heads") ? args.get_int("kv-heads") : p.q_heads;
-  p.dim = args.get_int("dim");
+  p.dim = args.get_int("head-dim");
   p.pos_offset = args.get_int("pos-offset");
   p.base = parse_base(args.get_string("base"));
   p.style =
       args.get_flag("half-split") ? day01::RopeStyle::kHalfSplit : day01::RopeStyle::kInterleaved;
   if (p.dim % 2 != 0) {
     throw gpu100::UsageError(
-        fmt::format("--dim must be even (RoPE rotates pairs of values), got {}", p.dim));
+        fmt::format("--head-dim must be even (RoPE rotates pairs of values), got {}", p.dim));
   }
   try {
     day01::validate(p);
@@ -172,12 +172,13 @@ int run(int argc, char** argv) {
   args.add_int("heads", "Hq, query heads", 32, 1, int64_t(1) << 16);
   args.add_int("kv-heads", "Hkv, key heads (grouped-query attention; default: --heads)", 32, 1,
                int64_t(1) << 16);
-  args.add_int("dim", "D, head dimension (even)", 128, 1, int64_t(1) << 16);
+  args.add_int("head-dim", "D, head dimension (even)", 128, 1, int64_t(1) << 16);
   args.add_int("pos-offset", "position of the first token (tokens already in the KV cache)", 0, 0,
                int64_t(1) << 24);
   args.add_string("base", "the frequency base: theta_i = base^(-2i/D)", "10000");
   args.add_flag("half-split", "pair x[i] with x[i + D/2] (GPT-NeoX, HF Llama) instead of x[2i+1]");
   args.add_common();
+  args.add_alias("dim", "head-dim");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
 
   if (args.get_flag("list")) {

@@ -9,7 +9,7 @@
 // Idea credit: llm.c (karpathy) dev/cuda/rope.cu for the table-driven, one-thread-per-pair
 // formulation; the code here is written from the math in rope.cuh.
 //
-// Run: build/day01_rope/day01_rope [--batch 8 --seq 4096 --heads 32 --dim 128] [--half-split]
+// Run: build/day01_rope/day01_rope [--batch 8 --seq 4096 --heads 32 --head-dim 128] [--half-split]
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"

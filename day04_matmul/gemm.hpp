@@ -92,8 +92,7 @@ void cublas_gemm_tf32(GemmShape, float, const float*, const float*, float, float
 void cublas_gemm_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
                       cudaStream_t);
 
-// ---- the registry
-// --------------------------------------------------------------------------------
+// ---- the registry -----------------------------------------------------------------------------
 enum class Precision { kFp32, kTf32, kBf16 };
 const char* to_string(Precision p);
 
@@ -115,9 +114,8 @@ const GemmVariant* find_gemm_variant(const std::string& name);
 void gemm(const std::string& variant, GemmShape s, float alpha, const float* a, const float* b,
           float beta, float* c, cudaStream_t stream = nullptr);
 
-// ---- CPU reference
-// --------------------------------------------------------------------------------- Cache-blocked,
-// accumulating in double. C = alpha * A * B + beta * C (C not read if beta == 0).
+// ---- CPU reference ----------------------------------------------------------------------------
+// Cache-blocked, accumulating in double. C = alpha * A * B + beta * C (C not read if beta == 0).
 void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double beta, float* c);
 // One entry of A * B in double: for the sampled check of cuBLAS at large sizes.
 double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col);

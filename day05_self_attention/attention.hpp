@@ -9,13 +9,13 @@
 // (std::invalid_argument before any CUDA call), checks its launches (CUDA_CHECK_LAST) and does
 // not synchronise. The mask, when `causal` is set, lets query i see keys j <= i only.
 //
-// Precisions: v1-v3 take and return fp32. v4 takes bf16 Q, K, V (converted once by the caller,
-// outside any timed region) and writes bf16 O; it computes in fp32 (accumulators and softmax
-// statistics).
+// Precisions: v1-v3 take and return fp32. v4 and v5 take bf16 Q, K, V (converted once by the
+// caller, outside any timed region) and write bf16 O; they compute in fp32 (accumulators and
+// softmax statistics).
 //
 // Extra device memory: v1 materialises the whole B x H x S x S score matrix (refused above
 // kScoreBudgetBytes); v2 the scores of as many heads at a time as fit in that budget; the flash
-// variants v3 and v4 no S x S matrix at all, only the log-sum-exp of each row (4 B H S bytes),
+// variants v3, v4 and v5 no S x S matrix at all, only the log-sum-exp of each row (4 B H S bytes),
 // which they write to the start of the workspace (a backward pass would need it).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -14,7 +14,8 @@
 // fp32 FMA peak measured in this run. A variant that refuses a shape (v1 above its S x S budget,
 // v4 at D other than 64 and 128) gets a row with the reason and no time.
 //
-// Run: build/day05_self_attention/day05_self_attention [--b 8 --h 16 --s 2048 --d 64]
+// Run: build/day05_self_attention/day05_self_attention [--batch 8 --heads 16 --seq 2048 --head-dim
+// 64]
 //      [--mask none|causal|both] [--variant v3_flash_fp32,v4_flash_bf16] [--json out.json]
 #include <fmt/format.h>
 
@@ -268,13 +269,17 @@ void print_list() {
 int run(int argc, char** argv) {
   gpu100::ArgParser args(kDay,
                          "scaled dot-product attention (forward), naive to FlashAttention-2 style");
-  args.add_int("b", "batch size B", 8, 1, 1 << 16);
-  args.add_int("h", "heads H", 16, 1, 1 << 16);
-  args.add_int("s", "sequence length S", 2048, 1, day05::kMaxS);
-  args.add_int("d", "head dimension D (even; v4: 64 or 128)", 64, 1, day05::kMaxD);
+  args.add_int("batch", "batch size B", 8, 1, 1 << 16);
+  args.add_int("heads", "heads H", 16, 1, 1 << 16);
+  args.add_int("seq", "sequence length S", 2048, 1, day05::kMaxS);
+  args.add_int("head-dim", "head dimension D (even; v4, v5: 64 or 128)", 64, 1, day05::kMaxD);
   args.add_string("mask", "none, causal or both (one set of rows per mask)", "both");
   args.add_int("check-rows", "query rows checked against the CPU reference", 64, 2, 1 << 16);
   args.add_common();
+  args.add_alias("b", "batch");
+  args.add_alias("h", "heads");
+  args.add_alias("s", "seq");
+  args.add_alias("d", "head-dim");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
     print_list();
@@ -310,10 +315,10 @@ int run(int argc, char** argv) {
   opt.seed = static_cast<uint64_t>(args.get_int("seed"));
   opt.flush_l2 = !args.get_flag("no-flush-l2");
   day05::AttentionShape s;
-  s.b = static_cast<int>(args.get_int("b"));
-  s.h = static_cast<int>(args.get_int("h"));
-  s.s = static_cast<int>(args.get_int("s"));
-  s.d = static_cast<int>(args.get_int("d"));
+  s.b = static_cast<int>(args.get_int("batch"));
+  s.h = static_cast<int>(args.get_int("heads"));
+  s.s = static_cast<int>(args.get_int("seq"));
+  s.d = static_cast<int>(args.get_int("head-dim"));
   try {
     day05::check_shape(s);
   } catch (const std::invalid_argument& e) {

@@ -12,7 +12,7 @@
 // Every row is checked against the double CPU reference, then timed: median of --iters runs
 // after --warmup, L2 flushed before each. GB/s counts the compulsory bytes (README, "The math").
 //
-// Run: build/day07_layernorm/day07_layernorm [--rows 32768] [--dim 4096] [--json out.json]
+// Run: build/day07_layernorm/day07_layernorm [--rows 32768] [--cols 4096] [--json out.json]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -363,9 +363,10 @@ int run(int argc, char** argv) {
                          "LayerNorm (v1-v6), RMSNorm and the LayerNorm backward, fp32 and "
                          "bf16, against a double CPU reference");
   args.add_int("rows", "number of rows", 32768, 1, std::numeric_limits<int32_t>::max());
-  args.add_int("dim", "elements per row (the normalized dimension D)", 4096, 1, day07::kMaxDim);
+  args.add_int("cols", "elements per row (the normalized dimension D)", 4096, 1, day07::kMaxDim);
   args.add_string("eps", "epsilon added to the variance", "1e-5");
   args.add_common();
+  args.add_alias("dim", "cols");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
     print_list();
@@ -373,7 +374,7 @@ int run(int argc, char** argv) {
   }
   Options opt;
   opt.rows = args.get_int("rows");
-  opt.dim = args.get_int("dim");
+  opt.dim = args.get_int("cols");
   opt.eps = parse_eps(args.get_string("eps"));
   try {
     day07::validate_shape(opt.rows, opt.dim);

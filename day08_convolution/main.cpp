@@ -1,12 +1,14 @@
 // day08_convolution: the host driver.
 //
-// Versions (kernels in conv1d.cu, filter2d.cu, conv2d_v1_direct.cu ... conv2d_v5_*.cu):
+// Versions (kernels in conv1d.cu, filter2d.cu, conv2d_v1_direct.cu ... conv2d_v8_*.cu; --list
+// prints the registries):
 //   1D    c1_naive, c2_constant_mask, c3_smem_halo                  (--n1d, --mask1d)
 //   2D    f1_naive, f2_constant_mask, f3_in_tile, f4_cached_halo, f5_register_tiled,
 //         f6_pipelined
 //         at every --filter-sizes mask width on one --image           (GB/s, % of copy ceiling)
 //   conv  v1_direct, v2_smem_tiled, v3_im2col_gemm, v4_implicit_gemm, v5_implicit_gemm_tf32,
-//         v6_implicit_gemm_bf16_nhwc, cudnn_fp32, cudnn_tf32, cudnn_bf16_nhwc
+//         v7_winograd, v8_winograd_tf32, v6_implicit_gemm_bf16_nhwc, cudnn_fp32, cudnn_tf32,
+//         cudnn_bf16_nhwc
 //                                                                   (TFLOP/s, GB/s, x cuDNN)
 // Checks: 1D against the full CPU reference (double); 2D against CPU rows (the first and last 4
 // and 24 random rows, every column); conv against the CPU at 16384 sampled outputs (borders
@@ -418,11 +420,11 @@ int run(int argc, char** argv) {
   args.add_int("mask1d", "1D: mask width (odd)", 7, 1, day08::kMaxMask1d);
   args.add_string("image", "2D: image size HxW", "8192x8192");
   args.add_string("filter-sizes", "2D: mask widths, comma-separated (1, 3, 5, 7)", "3,5,7");
-  args.add_int("n", "conv: batch size N", 64, 1, 1 << 16);
-  args.add_int("c", "conv: input channels C", 64, 1, 1 << 16);
+  args.add_int("batch", "conv: batch size N", 64, 1, 1 << 16);
+  args.add_int("channels", "conv: input channels C", 64, 1, 1 << 16);
   args.add_int("h", "conv: input height H", 56, 1, 1 << 20);
   args.add_int("w", "conv: input width W", 56, 1, 1 << 20);
-  args.add_int("k", "conv: filters K", 64, 1, 1 << 16);
+  args.add_int("filters", "conv: filters K", 64, 1, 1 << 16);
   args.add_int("r", "conv: filter height R", 3, 1, 64);
   args.add_int("s", "conv: filter width S (0: same as R)", 0, 0, 64);
   args.add_int("stride", "conv: stride", 1, 1, 64);
@@ -430,6 +432,9 @@ int run(int argc, char** argv) {
   args.add_int("dilation", "conv: dilation", 1, 1, 64);
   args.add_flag("bias", "conv: add a bias per filter (cuDNN then needs a second call)");
   args.add_common();
+  args.add_alias("n", "batch");
+  args.add_alias("c", "channels");
+  args.add_alias("k", "filters");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
     print_list();
@@ -474,11 +479,11 @@ int run(int argc, char** argv) {
   }
   if (opt.filter_sizes.empty()) throw gpu100::UsageError("--filter-sizes: give at least one");
   day08::ConvShape& s = opt.shape;
-  s.n = static_cast<int>(args.get_int("n"));
-  s.c = static_cast<int>(args.get_int("c"));
+  s.n = static_cast<int>(args.get_int("batch"));
+  s.c = static_cast<int>(args.get_int("channels"));
   s.h = static_cast<int>(args.get_int("h"));
   s.w = static_cast<int>(args.get_int("w"));
-  s.k = static_cast<int>(args.get_int("k"));
+  s.k = static_cast<int>(args.get_int("filters"));
   s.r = static_cast<int>(args.get_int("r"));
   s.s = args.get_int("s") == 0 ? s.r : static_cast<int>(args.get_int("s"));
   s.stride = static_cast<int>(args.get_int("stride"));

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 
@@ -74,6 +75,10 @@ ArgParser::ArgParser(std::string program, std::string description)
 
 void ArgParser::add_int(const std::string& name, const std::string& help, int64_t default_value,
                         int64_t min_value, int64_t max_value) {
+  if (default_value < min_value || default_value > max_value) {
+    throw std::logic_error(fmt::format("ArgParser: the default of --{} ({}) is outside {}..{}",
+                                       name, default_value, min_value, max_value));
+  }
   Option o;
   o.kind = Kind::kInt;
   o.help = help;
@@ -102,6 +107,13 @@ void ArgParser::add_flag(const std::string& name, const std::string& help) {
   options_[name] = o;
 }
 
+void ArgParser::add_alias(const std::string& old_name, const std::string& name) {
+  if (options_.count(name) == 0 || options_.count(old_name) != 0) {
+    throw std::logic_error("ArgParser: bad alias --" + old_name + " for --" + name);
+  }
+  aliases_[old_name] = name;
+}
+
 void ArgParser::add_common(int64_t default_iters) {
   add_int("iters", "timed repeats per variant (the median is reported)", default_iters, 1, 100000);
   add_int("warmup", "untimed warm-up launches per variant", 5, 0, 100000);
@@ -126,6 +138,11 @@ bool ArgParser::parse(int argc, const char* const* argv) {
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1), name = name.substr(0, eq), has_value = true;
+    }
+    if (auto alias = aliases_.find(name); alias != aliases_.end()) {
+      fmt::print(stderr, "note: --{} is now --{}; the old spelling works for one release\n", name,
+                 alias->second);
+      name = alias->second;
     }
     auto it = options_.find(name);
     if (it == options_.end()) {
@@ -200,8 +217,10 @@ std::string ArgParser::help() const {
   out += fmt::format("  {:<20} {}\n", "--help", "print this help and exit");
   out +=
       "\nintegers accept 1000, 2^20 or 1<<20.\n"
-      "exit status: 0 all variants passed, 1 a variant failed or a CUDA error, 2 bad arguments or\n"
-      "a problem too large for the GPU, 3 no CUDA GPU.\n";
+      "exit status: 0 all variants passed, 1 a variant failed or a CUDA error, 2 bad arguments, a\n"
+      "problem too large for the GPU or a variant this build has no code for, 3 no usable GPU "
+      "(none,\n"
+      "or the build holds no code for it).\n";
   return out;
 }
 

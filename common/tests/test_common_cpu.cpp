@@ -2,6 +2,7 @@
 // summary, the results table and its JSON. They need no GPU and run in CI.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -315,4 +316,28 @@ TEST_CASE("arch: a variant the build cannot hold is refused with exit status 2",
       CHECK(std::string(e.what()).find("future needs an sm_90a build") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("args: an old spelling still sets the renamed option, and defaults lie in their ranges",
+          "[cpu]") {
+  ArgParser p("prog", "test");
+  p.add_int("batch", "batch size", 8, 1, 64);
+  p.add_alias("b", "batch");
+  parse(p, {"--b", "3"});
+  CHECK(p.get_int("batch") == 3);
+  CHECK(p.was_set("batch"));
+  ArgParser q("prog", "test");
+  q.add_int("batch", "batch size", 8, 1, 64);
+  q.add_alias("b", "batch");
+  try {
+    parse(q, {"--b=0"});
+    FAIL("no exception");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()) == "--batch must be at least 1 (got 0)");
+  }
+  ArgParser r("prog", "test");
+  CHECK_THROWS_AS(r.add_int("h", "height", 0, 1, 10), std::logic_error);  // default outside
+  r.add_int("w", "width", 5, 1, 10);
+  CHECK_THROWS_AS(r.add_alias("x", "missing"), std::logic_error);
+  CHECK_THROWS_AS(r.add_alias("w", "w"), std::logic_error);
 }

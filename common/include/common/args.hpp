@@ -10,6 +10,8 @@
 // Integers accept 1000, 2^20 and 1<<20. Every bad value (zero or negative where a minimum is set,
 // non-numeric text, a number past the maximum, an unknown flag) throws gpu100::UsageError with a
 // one-line message; guarded_main turns it into exit status 2. Nothing here touches the GPU.
+// Every binary spells its options alike: --n is always an element count; --batch, --heads, --seq,
+// --head-dim, --rows, --cols; --m --n --k for a GEMM; --channels / --filters for a layer.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -27,6 +29,9 @@ class ArgParser {
   void add_string(const std::string& name, const std::string& help,
                   const std::string& default_value);
   void add_flag(const std::string& name, const std::string& help);
+  // An old spelling of a renamed option: --old still sets --name for one release, with a one-line
+  // notice on stderr ("note: --b is now --batch; ...").
+  void add_alias(const std::string& old_name, const std::string& name);
 
   // The options every binary has: --iters, --warmup, --variant, --seed, --json, --no-flush-l2,
   // --list.
@@ -58,6 +63,7 @@ class ArgParser {
   std::string program_, description_;
   std::vector<std::string> order_;
   std::map<std::string, Option> options_;
+  std::map<std::string, std::string> aliases_;  // old spelling -> current name
 };
 
 // Parses "1000", "2^20" or "1<<20" into an int64. Throws UsageError naming `flag` on failure.

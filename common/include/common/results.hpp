@@ -2,9 +2,9 @@
 // The results table every binary prints, and the JSON file it writes with --json.
 //
 // One row per variant. The derived columns are computed from what the row measured:
-//   GB/s          = bytes / time   (the compulsory bytes: each input read once, output written
-//   once) TFLOP/s       = flops / time % of ceiling  = GB/s over the device-to-device copy
-//   bandwidth measured in the same run
+//   GB/s          = bytes / time (the compulsory bytes: each input read once, output written once)
+//   TFLOP/s       = flops / time
+//   % of ceiling  = GB/s over the device-to-device copy bandwidth measured in the same run
 //                   (or TFLOP/s over a compute ceiling, for compute-bound days)
 //   x CPU         = CPU reference time / variant time
 //   x library     = library time / variant time   (above 1: faster than the library)
