@@ -119,11 +119,11 @@ const std::vector<ImplInfo>& implementations() {
        false, true, true},
       {"dual_regblock", "+ 16 channels x 4 pixels per thread, smem weights, 16-byte stores",
        Impl::kDualRegblock, false, true, true},
+      {"dual_igemm", "implicit GEMM with day04's tiles, both streams in one launch",
+       Impl::kDualIgemm, false, true, true},
       {"dual_store_bound",
        "+ 3x3/stride 1/pad 1 and C in {1,3} compiled in, 8 ch x 4 px, 72 regs (else v3)",
        Impl::kDualStoreBound, false, true, true},
-      {"dual_igemm", "implicit GEMM with day04's tiles, both streams in one launch",
-       Impl::kDualIgemm, false, true, true},
   };
   return kImpls;
 }

@@ -194,16 +194,16 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
        "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
        conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32", nullptr, false, nullptr, 1,
        gpu100::ArchNeed::kSm80},
+      {"v6_implicit_gemm_bf16_nhwc",
+       "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, ldmatrix",
+       P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal, 1,
+       gpu100::ArchNeed::kSm80},
       {"v7_winograd",
        "Winograd F(2x2,3x3): filter transform, then 32 tiles x 64 filters per block, 16 GEMMs in "
        "registers",
        P::kFp32, conv2d_v7_winograd, false, "cudnn_fp32", nullptr, false, v7_refusal, 4},
       {"v8_winograd_tf32", "v7 with each chunk's 16 point products on mma.sync m16n8k8 TF32",
        P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4,
-       gpu100::ArchNeed::kSm80},
-      {"v6_implicit_gemm_bf16_nhwc",
-       "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, ldmatrix",
-       P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal, 1,
        gpu100::ArchNeed::kSm80},
       // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that of a
       // direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the ResNet

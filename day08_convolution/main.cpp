@@ -7,7 +7,7 @@
 //         f6_pipelined
 //         at every --filter-sizes mask width on one --image           (GB/s, % of copy ceiling)
 //   conv  v1_direct, v2_smem_tiled, v3_im2col_gemm, v4_implicit_gemm, v5_implicit_gemm_tf32,
-//         v7_winograd, v8_winograd_tf32, v6_implicit_gemm_bf16_nhwc, cudnn_fp32, cudnn_tf32,
+//         v6_implicit_gemm_bf16_nhwc, v7_winograd, v8_winograd_tf32, cudnn_fp32, cudnn_tf32,
 //         cudnn_bf16_nhwc
 //                                                                   (TFLOP/s, GB/s, x cuDNN)
 // Checks: 1D against the full CPU reference (double); 2D against CPU rows (the first and last 4
