@@ -1,9 +1,11 @@
 #pragma once
-// day04 Hopper PTX wrappers (sm_90a): mbarriers, TMA tensor copies and wgmma, the inline __device__
-// functions that gemm_v11_wgmma.cu (and day05's wgmma attention) are written with. Header-only, so
-// no separable compilation is needed; a kernel that calls them must be compiled for sm_90a only
-// (guard its body with __CUDA_ARCH_FEAT_SM90_ALL), and its file is built only when
-// CMAKE_CUDA_ARCHITECTURES has 90a (GPU100_HAVE_SM90A). The host side (tensor maps) is tma.hpp.
+// day04 Hopper PTX wrappers (sm_90a): mbarriers, TMA tensor copies and wgmma, the inline
+// __device__ functions that the GEMMs v11-v13 (gemm_v11_wgmma.cu, gemm_v12_wgmma_ws.cu,
+// gemm_v13_wgmma_cluster.cu, through wgmma_gemm.cuh) and day05's wgmma attention are written with.
+// Header-only, so no separable compilation is needed. A kernel that calls them guards its body
+// with __CUDA_ARCH_FEAT_SM90_ALL (GPU100_SM90A_CODE, common/arch.cuh), so its file builds for
+// every architecture and holds the code only in sm_90a targets. The host side (tensor maps) is
+// tma.hpp.
 // References: the PTX ISA sections "Asynchronous warpgroup level matrix multiply" (wgmma, the
 // matrix descriptors, the register fragments) and "mbarrier", "cp.async.bulk.tensor"; the
 // canonical swizzled shared-memory layouts are those CUTLASS documents for its GMMA descriptors.

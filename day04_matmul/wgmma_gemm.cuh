@@ -1,0 +1,121 @@
+#pragma once
+// day04: the pieces the Hopper GEMMs v11 (gemm_v11_wgmma.cu), v12 (gemm_v12_wgmma_ws.cu) and v13
+// (gemm_v13_wgmma_cluster.cu) share: the tile sizes and shared-memory budget, the element types'
+// differences, the TMA issue of one k-tile, the wgmma of one k-tile and the epilogue. Device code
+// here runs only in sm_90a targets (the kernels that call it compile their bodies there only).
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/math.hpp"
+#include "gemm.hpp"
+#include "wgmma.cuh"
+
+namespace day04::wgmma_gemm {
+
+using namespace day04::wgmma;
+
+inline constexpr int kBM = 128, kBN = 256, kStages = 4, kThreads = 256;
+inline constexpr int kABytes = kBM * 128;              // 16 KB: 128 rows of 128 bytes of k
+inline constexpr int kBBytes = kBN * 128;              // 32 KB: 128 bytes of k for 256 columns
+inline constexpr int kStageBytes = kABytes + kBBytes;  // 48 KB
+inline constexpr size_t kSmemBytes =
+    size_t(kStages) * kStageBytes + 1024 /* alignment slack */ + 128;
+// v12: 2 consumer warpgroups + 1 producer warpgroup (a whole one: setmaxnreg works on
+// warpgroups), whose registers go to the consumers: (40 + 2 x 232) x 128 <= 64 K.
+inline constexpr int kThreadsWS = 384, kProducerRegs = 40, kConsumerRegs = 232;
+
+// What differs between the two element types.
+struct Bf16 {
+  using T = __nv_bfloat16;
+  static constexpr int kBK = 64, kKStep = 16;  // k per stage (128 bytes), k per wgmma
+};
+struct Tf32 {
+  using T = float;
+  static constexpr int kBK = 32, kKStep = 8;
+};
+
+// The pieces v11 and v12 share. A stage holds A (128 rows x 128 bytes of k) and then B: in BF16
+// four boxes of 64 k-rows x 64 columns (8 KB apart), in TF32 one box of 256 rows of the
+// transposed B x 32 k.
+// One thread issues the TMA boxes of k-tile t of the output tile at (row0, col0) into a stage.
+template <typename E>
+__device__ __forceinline__ void issue_ktile(uint8_t* stage, const CUtensorMap* map_a,
+                                            const CUtensorMap* map_b, int row0, int col0, int t,
+                                            uint64_t* full) {
+  constexpr int kBK = E::kBK;
+  mbar_expect_tx(full, kStageBytes);
+  tma_load_2d(stage, map_a, t * kBK, row0, full);
+  if constexpr (std::is_same_v<E, Bf16>) {
+#pragma unroll
+    for (int q = 0; q < kBN / 64; ++q) {
+      tma_load_2d(stage + kABytes + q * 8192, map_b, col0 + 64 * q, t * kBK, full);
+    }
+  } else {
+    tma_load_2d(stage + kABytes, map_b, t * kBK, col0, full);
+  }
+}
+
+// Warpgroup wg's multiplies of one k-tile (issued, not waited for): d += A[wg's 64 rows] * B.
+template <typename E>
+__device__ __forceinline__ void mma_ktile(float (&d)[128], const uint8_t* stage, int wg) {
+#pragma unroll
+  for (int kk = 0; kk < E::kBK / E::kKStep; ++kk) {
+    // A: this warpgroup's 64 rows (8 KB further for warpgroup 1); each k-step is 32 bytes
+    // further inside every 128-byte row; SBO = 1024 B between groups of 8 rows.
+    const uint64_t da = make_desc(stage + wg * 64 * 128 + kk * 32, 16, 1024);
+    if constexpr (std::is_same_v<E, Bf16>) {
+      // B, N-major: a k-step is 16 k-rows = 2048 B further; LBO = 8192 B to the next
+      // 64-column box, SBO = 1024 B between groups of 8 k-rows.
+      wgmma_m64n256k16_bf16(d, da, make_desc(stage + kABytes + kk * 2048, 8192, 1024));
+    } else {
+      // B, K-major like A: 256 rows of 128 bytes, a k-step is 32 bytes further in each row.
+      wgmma_m64n256k8_tf32(d, da, make_desc(stage + kABytes + kk * 32, 16, 1024));
+    }
+  }
+}
+
+// Epilogue of warpgroup wg: C = alpha d + beta C on its 64 x 256 part of the tile. Register
+// 4j + {0, 1}: row lane / 4, columns 8j + 2 (lane % 4) + {0, 1} of this warp's 16-row slice;
+// registers 4j + {2, 3}: the same columns, 8 rows further down. When N is even and C 8-byte
+// aligned, each column pair is one 8-byte access (col is even, so col < n means col + 1 < n too).
+__device__ __forceinline__ void store_tile(const float (&d)[128], float* __restrict__ c, int m,
+                                           int n, int row0, int col0, int wg, float alpha,
+                                           float beta) {
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x % 128) / 32;
+  const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
+  const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 8 == 0;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+    const int col = col0 + 8 * j + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rbase + 8 * h;
+      if (row >= m || col >= n) continue;
+      float* out = c + size_t(row) * n + col;
+      const float v0 = alpha * d[4 * j + 2 * h], v1 = alpha * d[4 * j + 2 * h + 1];
+      if (pairs) {
+        float2 r = make_float2(v0, v1);
+        if (beta != 0.f) {
+          const float2 old = *reinterpret_cast<const float2*>(out);
+          r.x += beta * old.x;
+          r.y += beta * old.y;
+        }
+        *reinterpret_cast<float2*>(out) = r;
+      } else {
+        out[0] = v0 + (beta != 0.f ? beta * out[0] : 0.f);
+        if (col + 1 < n) out[1] = v1 + (beta != 0.f ? beta * out[1] : 0.f);
+      }
+    }
+  }
+}
+
+// The BF16 shapes and pointers TMA can describe (16-byte row strides and addresses); v11-v13
+// send every other BF16 call to v10.
+inline bool tma_bf16_ok(GemmShape s, const void* a, const void* b) {
+  return s.k % 8 == 0 && s.n % 8 == 0 && gpu100::aligned16(a) && gpu100::aligned16(b);
+}
+
+}  // namespace day04::wgmma_gemm
