@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Each day README's variants tables must name the registry's variants, all of them, in the
+registry's order (the lesson order). The registry is read from the day's binary (`--list`, which
+needs no GPU); the README's names are the backticked names in the first column of its variants
+tables (the tables whose first header cell is "variant" or "implementation").
+
+  python3 scripts/check_readme_variants.py [BUILD_DIR]      (ctest: common.readme_variants)
+"""
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def registry(binary):
+    out = subprocess.run([str(binary), "--list"], capture_output=True, text=True, check=True).stdout
+    names = []
+    for line in out.splitlines():
+        first = line.split()[0] if line.split() else ""
+        if "_" in first and re.fullmatch(r"[a-z0-9_]+", first):  # section headers have no '_'
+            names.append(first)
+    return names
+
+
+def readme_names(readme, known):
+    seen = []
+    in_table = False  # inside a variants table
+    header = True     # the next table line is a header
+    for line in readme.read_text().splitlines():
+        if not line.startswith("|"):
+            in_table, header = False, True
+            continue
+        cells = line.split("|")
+        if len(cells) < 3:
+            continue
+        if header:
+            in_table = cells[1].strip().lower().startswith(("variant", "implementation"))
+            header = False
+            continue
+        if not in_table:
+            continue
+        for name in re.findall(r"`([a-z0-9_]+)`", cells[1]):
+            if name in known and name not in seen:
+                seen.append(name)
+    return seen
+
+
+def main():
+    build = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "build"
+    bad = 0
+    checked = 0
+    for day in sorted(ROOT.glob("day[0-9][0-9]_*")) + sorted(ROOT.glob("capstone_*")):
+        binary = build / day.name / day.name
+        if not binary.exists():
+            continue  # a day this build left out
+        names = registry(binary)
+        listed = readme_names(day / "README.md", set(names))
+        checked += 1
+        missing = [n for n in names if n not in listed]
+        if missing:
+            print(f"{day.name}/README.md: no variants-table row for {', '.join(missing)}")
+            bad += 1
+        order = [n for n in names if n in listed]
+        if listed != order:
+            print(f"{day.name}/README.md: table order {' '.join(listed)}\n"
+                  f"  registry order     {' '.join(order)}")
+            bad += 1
+    if bad:
+        return 1
+    print(f"check_readme_variants: {checked} READMEs name every registered variant, in order")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
