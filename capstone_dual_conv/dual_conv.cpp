@@ -104,13 +104,13 @@ double rel_tolerance(OutType out) {
 const std::vector<ImplInfo>& implementations() {
   static const std::vector<ImplInfo> kImpls = {
       {"cudnn_seq", "library: cudnnConvolutionForward per stream (cudnnFind), then BN, act passes",
-       Impl::kCudnnSeq, true, false, false},
+       Impl::kCudnnSeq, true, false, false, "baseline sweep epilogue epilogue_sweep"},
       {"cudnn_two_streams", "library: the same, each stream on its own CUDA stream",
-       Impl::kCudnnTwoStreams, true, false, false},
+       Impl::kCudnnTwoStreams, true, false, false, "sweep"},
       {"cudnn_fused", "library: cudnnConvolutionBiasActivationForward, BN folded into W and b",
-       Impl::kCudnnFused, true, true, false},
+       Impl::kCudnnFused, true, true, false, "fused_only epilogue epilogue_sweep"},
       {"own_seq", "day08::conv2d_forward(\"best_fp32\") per stream, then BN, act passes",
-       Impl::kOwnSeq, false, false, false},
+       Impl::kOwnSeq, false, false, false, "sweep epilogue"},
       {"own_two_streams", "the same, each stream on its own CUDA stream", Impl::kOwnTwoStreams,
        false, false, false},
       {"dual_naive", "one launch, both streams: one thread per output element", Impl::kDualNaive,
@@ -118,12 +118,12 @@ const std::vector<ImplInfo>& implementations() {
       {"dual_halo", "+ day08 halo tiles in shared memory, 8 channels per pass", Impl::kDualHalo,
        false, true, true},
       {"dual_regblock", "+ 16 channels x 4 pixels per thread, smem weights, 16-byte stores",
-       Impl::kDualRegblock, false, true, true},
+       Impl::kDualRegblock, false, true, true, "sweep epilogue epilogue_sweep"},
       {"dual_igemm", "implicit GEMM with day04's tiles, both streams in one launch",
-       Impl::kDualIgemm, false, true, true},
+       Impl::kDualIgemm, false, true, true, "sweep epilogue"},
       {"dual_store_bound",
        "+ 3x3/stride 1/pad 1 and C in {1,3} compiled in, 8 ch x 4 px, 72 regs (else v3)",
-       Impl::kDualStoreBound, false, true, true},
+       Impl::kDualStoreBound, false, true, true, "sweep epilogue epilogue_sweep"},
   };
   return kImpls;
 }

@@ -108,6 +108,10 @@ struct ImplInfo {
   bool is_library;      // the cuDNN rows
   bool fused_epilogue;  // bias, BN and activation applied in registers before the one store
   bool bf16_output;     // can write bf16
+  // Which rows of the binary it has (gpu100::has_tag): "baseline" (the row the others are compared
+  // with), "epilogue" (a row with bias + BN + activation), "fused_only" (no plain-conv row),
+  // "sweep" (plain rows timed by --sweep), "epilogue_sweep" (epilogue rows timed by --sweep).
+  const char* tags = "";
 };
 const std::vector<ImplInfo>& implementations();
 const ImplInfo* find_implementation(const std::string& name);  // nullptr if unknown

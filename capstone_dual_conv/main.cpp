@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "common/errors.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
+#include "common/tags.hpp"
 #include "common/timer.hpp"
 #include "dual_conv.hpp"
 #include "kernels.cuh"
@@ -48,10 +50,6 @@ using gpu100::ResultRow;
 
 constexpr const char* kDay = "capstone_dual_conv";
 const std::vector<int> kSweepN = {1, 8, 32, 64, 128, 256};
-const std::vector<std::string> kSweepPlain = {
-    "cudnn_seq", "cudnn_two_streams", "own_seq", "dual_regblock", "dual_igemm", "dual_store_bound"};
-const std::vector<std::string> kEpilogueImpls = {
-    "cudnn_seq", "cudnn_fused", "own_seq", "dual_regblock", "dual_igemm", "dual_store_bound"};
 
 struct Options {
   DualConvShape shape;
@@ -260,6 +258,14 @@ std::vector<ResultRow> run_config(const Options& opt, Buffers& buf, bool epilogu
 }
 
 // Sets "x library" against the row named `lib` (when it ran) and returns its time (0 if none).
+// The name of the registry entry with a tag (the baseline, the fused library row).
+std::string tagged(const char* tag) {
+  for (const auto& i : capstone::implementations()) {
+    if (gpu100::has_tag(i.tags, tag)) return i.name;
+  }
+  throw std::logic_error(std::string("capstone: no implementation tagged ") + tag);
+}
+
 double set_library(std::vector<ResultRow>& rows, const std::string& lib) {
   double lib_ms = 0;
   for (const auto& r : rows) {
@@ -418,33 +424,32 @@ int run(int argc, char** argv) {
     std::vector<RowSpec> plain, epi;
     for (const auto& i : capstone::implementations()) {
       const std::string name = i.name;
-      if (name == "cudnn_fused" || !selected(opt, name)) continue;
-      if (opt.sweep && std::find(kSweepPlain.begin(), kSweepPlain.end(), name) == kSweepPlain.end())
-        continue;
+      if (gpu100::has_tag(i.tags, "fused_only") || !selected(opt, name)) continue;
+      if (opt.sweep && !gpu100::has_tag(i.tags, "sweep")) continue;
       plain.push_back({name, OutType::kFp32, name});
     }
     const std::string suffix = std::string("+bn_") + capstone::to_string(opt.act);
-    for (const auto& name : kEpilogueImpls) {
-      if (!selected(opt, name)) continue;
-      if (opt.sweep && name != "cudnn_seq" && name != "cudnn_fused" && name != "dual_regblock" &&
-          name != "dual_store_bound")
-        continue;
-      const bool fused = capstone::find_implementation(name)->fused_epilogue;
-      epi.push_back({name, OutType::kFp32, name == "cudnn_fused" ? name : name + suffix});
-      if (fused && name.rfind("dual", 0) == 0 && !opt.sweep) {
+    for (const auto& i : capstone::implementations()) {
+      const std::string name = i.name;
+      if (!gpu100::has_tag(i.tags, "epilogue") || !selected(opt, name)) continue;
+      if (opt.sweep && !gpu100::has_tag(i.tags, "epilogue_sweep")) continue;
+      const bool fused_only = gpu100::has_tag(i.tags, "fused_only");
+      epi.push_back({name, OutType::kFp32, fused_only ? name : name + suffix});
+      if (i.fused_epilogue && !i.is_library && !opt.sweep) {
         epi.push_back({name, OutType::kBf16, name + suffix + "_bf16"});
       }
     }
     std::vector<ResultRow> rows_plain =
         run_config(opt, buf, false, plain, ceiling, timer, opt.sweep);
     std::vector<ResultRow> rows_epi = run_config(opt, buf, true, epi, ceiling, timer, opt.sweep);
-    set_library(rows_plain, "cudnn_seq");
-    const double seq_epi_ms = set_library(rows_epi, "cudnn_seq" + suffix);
+    const std::string baseline = tagged("baseline"), fused_library = tagged("fused_only");
+    set_library(rows_plain, baseline);
+    const double seq_epi_ms = set_library(rows_epi, baseline + suffix);
     const ResultRow* bp = best_own(rows_plain);
     const ResultRow* be = nullptr;
     double fused_ms = 0;
     for (const auto& r : rows_epi) {
-      if (r.variant == "cudnn_fused" && r.ms) fused_ms = *r.ms;
+      if (r.variant == fused_library && r.ms) fused_ms = *r.ms;
       if (r.ms && r.precision == "fp32" && r.variant.rfind("dual", 0) == 0 &&
           (be == nullptr || *r.ms < *be->ms)) {
         be = &r;
@@ -454,14 +459,15 @@ int run(int argc, char** argv) {
     if (bp != nullptr) {
       line += fmt::format(" best conv {} {:.3f} ms ({:.1f}% of the bytes floor", bp->variant,
                           *bp->ms, bp->pct_of_ceiling.value_or(0));
-      if (bp->ratio_vs_library) line += fmt::format(", {:.2f}x cudnn_seq", *bp->ratio_vs_library);
+      if (bp->ratio_vs_library)
+        line += fmt::format(", {:.2f}x {}", *bp->ratio_vs_library, baseline);
       line += ")";
     }
     if (be != nullptr) {
       line += fmt::format("; best fused epilogue {} {:.3f} ms", be->variant, *be->ms);
       if (seq_epi_ms > 0)
         line += fmt::format(" ({:.2f}x cuDNN + separate BN + act", seq_epi_ms / *be->ms);
-      if (fused_ms > 0) line += fmt::format(", {:.2f}x cudnn_fused", fused_ms / *be->ms);
+      if (fused_ms > 0) line += fmt::format(", {:.2f}x {}", fused_ms / *be->ms, fused_library);
       if (seq_epi_ms > 0) line += ")";
     }
     fmt::print("{}\n", line);

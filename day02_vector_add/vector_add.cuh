@@ -30,6 +30,7 @@ struct Variant {
   const char* description;
   VectorAddFn launch;
   bool is_library;
+  const char* tags = "";  // for the drivers that select rows by tag (gpu100::has_tag), e.g. day03
 };
 const std::vector<Variant>& variants();
 const Variant* find_variant(const std::string& name);  // nullptr when unknown

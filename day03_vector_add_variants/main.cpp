@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "common/errors.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
+#include "common/tags.hpp"
 #include "common/timer.hpp"
 #include "vector_add_variants.cuh"
 
@@ -45,7 +47,6 @@ using gpu100::ResultRow;
 
 constexpr const char* kDay = "day03_vector_add_variants";
 const std::vector<std::string> kParts = {"add", "types", "silu", "transfers"};
-const std::vector<std::string> kSweepVariants = {"v1_naive", "v4_ilp", "cub_transform"};
 
 struct Options {
   std::vector<const day03::Variant*> variants;
@@ -124,6 +125,7 @@ void run_add(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& ti
   d_b.upload(b);
   std::vector<ResultRow> rows;
   double library_ms = 0;
+  const char* library = nullptr;  // the registry's library row, when it runs
   for (const day03::Variant* v : opt.variants) {
     d_c.poison();
     v->launch(d_a.data(), d_b.data(), d_c.data(), n, nullptr);
@@ -136,14 +138,14 @@ void run_add(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& ti
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
     set_check(row, cmp);
-    if (v->is_library) library_ms = t.median_ms;
+    if (v->is_library) library_ms = t.median_ms, library = v->name;
     rows.push_back(row);
   }
   const ResultRow* best = nullptr;
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool is_library = opt.variants[i]->is_library;
     gpu100::derive(rows[i], compulsory, 0, ceiling, cpu_ms, is_library ? 0 : library_ms);
-    if (!is_library && library_ms > 0) rows[i].library = "cub_transform";
+    if (!is_library && library_ms > 0) rows[i].library = library;
     table.add(rows[i]);
     if (!is_library && (best == nullptr || *rows[i].ms < *best->ms)) best = &rows[i];
   }
@@ -157,7 +159,14 @@ void run_add(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& ti
   }
 }
 
-// ---- part "types": v4_ilp at fp16, bf16, fp64, int32 ----
+// ---- part "types": v4_ilp (the registry's "types" entry) at fp16, bf16, fp64, int32 ----
+
+const day03::Variant& types_variant() {
+  for (const auto& v : day03::variants()) {
+    if (gpu100::has_tag(v.tags, "types")) return v;
+  }
+  throw std::logic_error("day03: no variant tagged \"types\"");
+}
 
 template <typename T>
 void run_type(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& timer,
@@ -181,7 +190,7 @@ void run_type(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
   const gpu100::CompareResult cmp = gpu100::compare_exact(ref, d_c.download());
   const gpu100::Timing t = timer.time(
       [&] { day03::add_v4_ilp<T>(d_a.data(), d_b.data(), d_c.data(), n, nullptr); }, opt.timing());
-  ResultRow row = gpu100::make_row("v4_ilp", precision, gpu100::size_label(n));
+  ResultRow row = gpu100::make_row(types_variant().name, precision, gpu100::size_label(n));
   row.ms = t.median_ms;
   row.ms_min = t.min_ms;
   set_check(row, cmp);
@@ -409,13 +418,13 @@ int run(int argc, char** argv) {
       throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
     }
   }
-  // Default: every variant; with --sweep, the baseline, the best variant and the library.
-  std::vector<std::string> wanted = names;
-  if (wanted.empty() && sweep) wanted = kSweepVariants;
+  // Default: every variant; with --sweep, those tagged "sweep" (the baseline, the best variant
+  // and the library).
   for (const auto& v : day03::variants()) {
-    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), v.name) != wanted.end()) {
-      opt.variants.push_back(&v);
-    }
+    const bool wanted = names.empty()
+                            ? !sweep || gpu100::has_tag(v.tags, "sweep")
+                            : std::find(names.begin(), names.end(), v.name) != names.end();
+    if (wanted) opt.variants.push_back(&v);
   }
   opt.parts = gpu100::split_list(args.get_string("parts"));
   if (opt.parts.empty()) throw gpu100::UsageError("--parts needs at least one part");

@@ -34,7 +34,8 @@ template <typename T>
 void add_v4_ilp(const T* a, const T* b, T* c, int64_t n, cudaStream_t stream);
 void add_v5_smem_staged(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream);
 
-// The registry of the fp32 variants (day02's Variant: name, description, launcher, is_library).
+// The registry of the fp32 variants (day02's Variant: name, description, launcher, is_library,
+// tags). Tags: "sweep" (the rows --sweep times), "types" (the kernel the types part runs).
 // It drives the binary's rows, the GPU tests and the README table.
 using Variant = day02::Variant;
 const std::vector<Variant>& variants();

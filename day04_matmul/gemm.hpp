@@ -57,6 +57,8 @@ const std::vector<TileConfig>& sgemm_v8_cp_async_configs();  // included in the 
 std::string sgemm_autotuned_choice(GemmShape s);
 // Every configuration's time from that one tuning run: "name 1.234 ms; ..." ("" before it ran).
 std::string sgemm_autotune_report(GemmShape s);
+// Both, as v8_autotuned's row note: "autotuner chose <choice> (tuning run: <report>)".
+std::string sgemm_autotune_note(GemmShape s);
 
 // ---- tensor cores ------------------------------------------------------------------------------
 // TF32: fp32 inputs, rounded to TF32 (10-bit mantissa) inside, fp32 accumulation.
@@ -105,6 +107,7 @@ struct GemmVariant {
   bool is_library = false;                          // the cuBLAS rows
   const char* library = "";                         // the cuBLAS row this variant is compared with
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
+  std::string (*row_note)(GemmShape) = nullptr;     // the row's note after a run, if any
 };
 const std::vector<GemmVariant>& gemm_variants();
 const GemmVariant* find_gemm_variant(const std::string& name);

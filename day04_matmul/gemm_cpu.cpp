@@ -95,7 +95,7 @@ const std::vector<GemmVariant>& gemm_variants() {
        "(below sm_80: plain loads)",
        P::kFp32, sgemm_v8_cp_async, nullptr, false, "cublas_sgemm"},
       {"v8_autotuned", "v8 with the fastest of its tile configurations, chosen per (M, N, K)",
-       P::kFp32, sgemm_v8_autotuned, nullptr, false, "cublas_sgemm"},
+       P::kFp32, sgemm_v8_autotuned, nullptr, false, "cublas_sgemm", A::kAny, sgemm_autotune_note},
       {"v9_wmma_tf32", "tensor cores via WMMA, TF32 inputs, fp32 accumulation", P::kTf32,
        gemm_v9_wmma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
       {"v9_wmma_bf16", "tensor cores via WMMA, BF16 inputs, fp32 accumulation", P::kBf16, nullptr,

@@ -66,6 +66,11 @@ void sgemm_v8_autotuned(GemmShape s, float alpha, const float* a, const float* b
   sgemm_v8_configs()[choice].launch(s, alpha, a, b, beta, c, stream);
 }
 
+std::string sgemm_autotune_note(GemmShape s) {
+  return "autotuner chose " + sgemm_autotuned_choice(s) +
+         " (tuning run: " + sgemm_autotune_report(s) + ")";
+}
+
 std::string sgemm_autotune_report(GemmShape s) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_times.find(std::make_tuple(s.m, s.n, s.k));

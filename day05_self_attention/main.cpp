@@ -154,6 +154,7 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
                         [](const day05::AttentionVariant* x) { return x->is_library; });
   std::vector<float> library_out;
   double library_ms = 0;
+  const char* library = nullptr;  // the registry's library row (v2), when it runs
   std::vector<std::pair<const day05::AttentionVariant*, ResultRow>> done;
   for (const auto* var : order) {
     ResultRow row = gpu100::make_row(var->name, day05::to_string(var->precision), label);
@@ -225,7 +226,7 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
     row.ms_min = t.min_ms;
     gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
     if (!is16 && fp32_peak > 0) row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;
-    if (var->is_library) library_ms = t.median_ms;
+    if (var->is_library) library_ms = t.median_ms, library = var->name;
     if (var->is_flash) {
       notes.push_back(
           fmt::format("extra device memory {} (the row log-sum-exp, 4 B H S bytes); "
@@ -248,7 +249,7 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
       if (var != &reg) continue;
       if (!var->is_library && library_ms > 0 && row.ms) {
         row.ratio_vs_library = library_ms / *row.ms;
-        row.library = "v2_cublas";
+        row.library = library;
       }
       if (var->precision == day05::Precision::kBf16 && row.tflops) {
         verdict += fmt::format("{}{} {:.0f} TFLOP/s{}", verdict.empty() ? "" : "; ", var->name,

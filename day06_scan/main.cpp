@@ -26,6 +26,7 @@
 #include "common/errors.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
+#include "common/tags.hpp"
 #include "common/timer.hpp"
 #include "scan.cuh"
 
@@ -34,8 +35,6 @@ namespace {
 using gpu100::ResultRow;
 
 constexpr const char* kDay = "day06_scan";
-const std::vector<std::string> kSweepVariants = {"r7_vectorized", "cub_reduce",
-                                                 "v6_decoupled_lookback", "cub_scan"};
 
 struct Options {
   std::vector<const day06::ReduceVariant*> reduces;
@@ -98,6 +97,7 @@ void run_reduce(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer&
 
   std::vector<ResultRow> rows;
   double library_ms = 0;
+  const char* library = nullptr;  // the registry's library row, when it runs
   for (const auto* v : opt.reduces) {
     const day06::ReduceFn<T> launch = day06::launcher<T>(*v);
     d_out.poison();
@@ -110,13 +110,13 @@ void run_reduce(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer&
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
     set_check(row, cmp);
-    if (v->is_library) library_ms = t.median_ms;
+    if (v->is_library) library_ms = t.median_ms, library = v->name;
     rows.push_back(row);
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool lib = opt.reduces[i]->is_library;
     gpu100::derive(rows[i], bytes, 0, ceiling, cpu_ms, lib ? 0 : library_ms);
-    if (!lib && library_ms > 0) rows[i].library = "cub_reduce";
+    if (!lib && library_ms > 0) rows[i].library = library;
     table.add(rows[i]);
   }
 }
@@ -162,6 +162,7 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
   std::vector<ResultRow> rows;
   std::vector<double> row_cpu_ms, row_bytes;
   double library_ms = 0;
+  const char* library = nullptr;  // the registry's library row, when it runs
   for (const auto* v : opt.scans) {
     const int64_t m = std::min(n, v->max_n);
     const day06::ScanFn<T> launch = day06::launcher<T>(*v);
@@ -184,7 +185,7 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
     if (v->build_note != nullptr && !v->build_note().empty()) {
       row.note += (row.note.empty() ? "" : "; ") + v->build_note();
     }
-    if (v->is_library) library_ms = t.median_ms;
+    if (v->is_library) library_ms = t.median_ms, library = v->name;
     rows.push_back(row);
     row_bytes.push_back(8.0 * double(m));
     row_cpu_ms.push_back(cpu_ms[std::lower_bound(sizes.begin(), sizes.end(), m) - sizes.begin()]);
@@ -194,7 +195,7 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
     const bool lib = opt.scans[i]->is_library;
     const bool full = opt.scans[i]->max_n >= n;  // single-block rows at a smaller n: no ratio
     gpu100::derive(rows[i], row_bytes[i], 0, ceiling, row_cpu_ms[i], lib || !full ? 0 : library_ms);
-    if (!lib && full && library_ms > 0) rows[i].library = "cub_scan";
+    if (!lib && full && library_ms > 0) rows[i].library = library;
     table.add(rows[i]);
     if (!lib && full && (best == nullptr || *rows[i].ms < *best->ms)) best = &rows[i];
   }
@@ -203,7 +204,7 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
         fmt::format("best fp32 scan {}: {:.0f} GB/s, {:.1f}% of the copy ceiling", best->variant,
                     best->gbps.value_or(0), best->pct_of_ceiling.value_or(0));
     if (library_ms > 0) {
-      verdict_extra += fmt::format(", {:.2f}x cub_scan", library_ms / *best->ms);
+      verdict_extra += fmt::format(", {:.2f}x {}", library_ms / *best->ms, library);
     }
   }
 }
@@ -241,16 +242,16 @@ int run(int argc, char** argv) {
       throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
     }
   }
-  std::vector<std::string> wanted = names;
-  if (wanted.empty() && opt.sweep) wanted = kSweepVariants;
-  auto selected = [&](const char* name) {
-    return wanted.empty() || std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+  // Default: every variant; with --sweep, those tagged "sweep" (the best of each and CUB).
+  auto selected = [&](const auto& v) {
+    if (!names.empty()) return std::find(names.begin(), names.end(), v.name) != names.end();
+    return !opt.sweep || gpu100::has_tag(v.tags, "sweep");
   };
   for (const auto& v : day06::reduce_variants()) {
-    if (selected(v.name)) opt.reduces.push_back(&v);
+    if (selected(v)) opt.reduces.push_back(&v);
   }
   for (const auto& v : day06::scan_variants()) {
-    if (selected(v.name) && (!opt.sweep || v.max_n == day06::kMaxN)) opt.scans.push_back(&v);
+    if (selected(v) && (!opt.sweep || v.max_n == day06::kMaxN)) opt.scans.push_back(&v);
   }
   opt.exclusive = args.get_flag("exclusive");
   opt.iters = static_cast<int>(args.get_int("iters"));

@@ -138,9 +138,10 @@ const std::vector<ReduceVariant>& reduce_variants() {
       {"r6_grid_stride", "SMs x 4 blocks, each thread sums a grid-stride loop, shuffle tree",
        reduce_r6_grid_stride<float>, reduce_r6_grid_stride<int32_t>, reduce_workspace_bytes, false},
       {"r7_vectorized", "r6 with 16-byte loads (float4 / int4), scalar tail",
-       reduce_r7_vectorized<float>, reduce_r7_vectorized<int32_t>, reduce_workspace_bytes, false},
+       reduce_r7_vectorized<float>, reduce_r7_vectorized<int32_t>, reduce_workspace_bytes, false,
+       "sweep"},
       {"cub_reduce", "library: cub::DeviceReduce::Sum", reduce_cub<float>, reduce_cub<int32_t>,
-       reduce_cub_workspace_bytes, true},
+       reduce_cub_workspace_bytes, true, "sweep"},
   };
   return kVariants;
 }
@@ -164,9 +165,9 @@ const std::vector<ScanVariant>& scan_variants() {
        kMaxN, false},
       {"v6_decoupled_lookback", "any n, one pass: dynamic tile ids, 64-bit status words, look-back",
        scan_v6_decoupled_lookback<float>, scan_v6_decoupled_lookback<int32_t>,
-       scan_v6_workspace_bytes, kMaxN, false, scan_v6_build_note},
+       scan_v6_workspace_bytes, kMaxN, false, scan_v6_build_note, "sweep"},
       {"cub_scan", "library: cub::DeviceScan::InclusiveSum / ExclusiveSum", scan_cub<float>,
-       scan_cub<int32_t>, scan_cub_workspace_bytes, kMaxN, true},
+       scan_cub<int32_t>, scan_cub_workspace_bytes, kMaxN, true, nullptr, "sweep"},
   };
   return kVariants;
 }

@@ -119,6 +119,7 @@ struct ReduceVariant {
   ReduceFn<int32_t> int32;
   size_t (*workspace_bytes)(int64_t n);
   bool is_library;
+  const char* tags = "";  // "sweep": timed by --sweep (gpu100::has_tag)
 };
 struct ScanVariant {
   const char* name;
@@ -130,6 +131,7 @@ struct ScanVariant {
   bool is_library;
   // The row's note about the path this build takes ("" when none): v6 names its fallback.
   std::string (*build_note)() = nullptr;
+  const char* tags = "";  // "sweep": timed by --sweep (gpu100::has_tag)
 };
 const std::vector<ReduceVariant>& reduce_variants();
 const std::vector<ScanVariant>& scan_variants();

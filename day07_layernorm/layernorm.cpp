@@ -221,9 +221,9 @@ const std::vector<Variant>& variants() {
       {"v5_registers",
        "row held in registers, x read once, 16-byte loads and stores, exact two-pass "
        "statistics; warp / 128 / 512 threads per row by D",
-       Op::kLayerNorm, false, true, false, layernorm_v5_registers, nullptr},
+       Op::kLayerNorm, false, true, false, layernorm_v5_registers, nullptr, true},
       {"v6_bf16", "v5 with bf16 x, gamma, beta and y (fp32 math, fp32 mean and rstd)",
-       Op::kLayerNorm, false, false, true, nullptr, layernorm_v6_bf16},
+       Op::kLayerNorm, false, false, true, nullptr, layernorm_v6_bf16, true},
       {"rmsnorm_rows", "RMSNorm, rows x D: v5's kernel without the mean (fp32 and bf16)",
        Op::kRmsNormRows, false, true, true, nullptr, nullptr},
       {"rmsnorm_vector",

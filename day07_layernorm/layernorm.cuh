@@ -155,6 +155,7 @@ struct Variant {
   // the other ops call the templates above).
   LayerNormFn<float> ln_fp32;
   LayerNormFn<bf16> ln_bf16;
+  bool register_tiles = false;  // v5's row-in-registers kernel: the row's note names its strategy
 };
 const std::vector<Variant>& variants();
 const Variant* find_variant(const std::string& name);  // nullptr when unknown

@@ -253,9 +253,7 @@ void run_precision(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
                                compare_tol(ln_rstd, d_rstd.download(), day07::kStats)});
         bytes = (2.0 * n + 2.0 * dim) * s + 8.0 * rows;
         cpu_ms = cpu_ln_ms;
-        if (std::string(v->name) == "v5_registers" || std::string(v->name) == "v6_bf16") {
-          note = day07::register_strategy(dim, sizeof(T), aligned);
-        }
+        if (v->register_tiles) note = day07::register_strategy(dim, sizeof(T), aligned);
         break;
       }
       case Op::kRmsNormRows: {

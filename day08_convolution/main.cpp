@@ -63,6 +63,16 @@ struct Options {
   uint64_t seed = 42;
 };
 
+using Prec = day08::ConvPrecision;
+
+// The registry's library row (cuDNN) of a precision.
+const day08::Conv2dVariant& library_of(Prec p) {
+  for (const auto& v : day08::conv2d_variants()) {
+    if (v.is_library && v.precision == p) return v;
+  }
+  throw std::logic_error("day08: no library row for a precision");
+}
+
 bool selected(const Options& opt, const std::string& name) {
   return opt.variants.empty() ||
          std::find(opt.variants.begin(), opt.variants.end(), name) != opt.variants.end();
@@ -325,8 +335,7 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
     if (cmp.ok && !lib_y.empty()) {
       // cuDNN's own rounding is in the reference here: the variant's tolerance plus the larger
       // of its own and cuDNN's (x10 when Find picks a Winograd or FFT algorithm).
-      const day08::Conv2dVariant& lib_v =
-          *day08::find_conv2d_variant(is16 ? "cudnn_bf16_nhwc" : "cudnn_fp32");
+      const day08::Conv2dVariant& lib_v = library_of(is16 ? Prec::kBf16 : Prec::kFp32);
       const day08::Tolerance tl = day08::conv2d_tolerance(s, lib_v);
       const gpu100::CompareResult vs =
           gpu100::compare(lib_y, got, tol.abs_tol + std::max(tol.abs_tol, tl.abs_tol),
@@ -372,19 +381,17 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
     }
     table.add(rows[i]);
   }
-  auto part = [&](day08::ConvPrecision p, const char* lib_name) {
+  auto part = [&](day08::ConvPrecision p) {
     const int pr = int(p);
     if (best_name[pr].empty()) return;
     summary += fmt::format("{}best {} {:.1f} TFLOP/s", summary.empty() ? "" : "; ", best_name[pr],
                            best_tf[pr]);
     if (lib_ms[pr] > 0) {
       summary += fmt::format(" = {:.2f}x {}", best_tf[pr] / (flops / (lib_ms[pr] * 1e-3) / 1e12),
-                             lib_name);
+                             library_of(p).name);
     }
   };
-  part(day08::ConvPrecision::kFp32, "cudnn_fp32");
-  part(day08::ConvPrecision::kTf32, "cudnn_tf32");
-  part(day08::ConvPrecision::kBf16, "cudnn_bf16_nhwc");
+  for (Prec p : {Prec::kFp32, Prec::kTf32, Prec::kBf16}) part(p);
   return summary;
 }
 

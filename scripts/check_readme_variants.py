@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Each day README's variants tables must name the registry's variants, all of them, in the
-registry's order (the lesson order). The registry is read from the day's binary (`--list`, which
+"""Two checks that keep a variant's name written once, in its registry:
+  - each day README's variants tables name the registry's variants, all of them, in the
+    registry's order (the lesson order);
+  - no day's main.cpp quotes a registered name: drivers select rows by tag or by registry field,
+    so a new variant cannot silently miss a sweep or a comparison. The registry is read from the day's binary (`--list`, which
 needs no GPU); the README's names are the backticked names in the first column of its variants
 tables (the tables whose first header cell is "variant" or "implementation").
 
@@ -62,6 +65,12 @@ def main():
         if missing:
             print(f"{day.name}/README.md: no variants-table row for {', '.join(missing)}")
             bad += 1
+        driver = (day / "main.cpp").read_text()
+        quoted = [n for n in names if f'"{n}"' in driver]
+        if quoted:
+            print(f"{day.name}/main.cpp quotes registered names: {', '.join(quoted)} "
+                  "(select by tag or registry field instead)")
+            bad += 1
         order = [n for n in names if n in listed]
         if listed != order:
             print(f"{day.name}/README.md: table order {' '.join(listed)}\n"
@@ -69,7 +78,8 @@ def main():
             bad += 1
     if bad:
         return 1
-    print(f"check_readme_variants: {checked} READMEs name every registered variant, in order")
+    print(f"check_readme_variants: {checked} days: README tables name every registered variant, "
+          "in order; no driver quotes one")
     return 0
 
 
