@@ -106,7 +106,7 @@ template <typename T>
 ResultRow run_variant(const day01::Variant& v, const std::function<void()>& launch,
                       const Options& opt, gpu100::GpuTimer& timer, const Reference& ref,
                       gpu100::DeviceBuffer<T>& q_out, gpu100::DeviceBuffer<T>& k_out) {
-  ResultRow row = gpu100::make_row(v.name, day01::precision_name(v.precision), shape_label(opt.p));
+  ResultRow row = gpu100::make_row(v.name, gpu100::to_string(v.precision), shape_label(opt.p));
   q_out.poison();
   k_out.poison();
   launch();
@@ -183,7 +183,7 @@ int run(int argc, char** argv) {
 
   if (args.get_flag("list")) {
     for (const auto& v : day01::variants()) {
-      fmt::print("{:<12} {:<5} {}\n", v.name, day01::precision_name(v.precision), v.description);
+      fmt::print("{:<12} {:<5} {}\n", v.name, gpu100::to_string(v.precision), v.description);
     }
     return gpu100::kExitOk;
   }

@@ -14,10 +14,6 @@ const char* style_name(RopeStyle style) {
   return style == RopeStyle::kInterleaved ? "interleaved" : "half_dim-split";
 }
 
-const char* precision_name(Precision precision) {
-  return precision == Precision::kFp32 ? "fp32" : "bf16";
-}
-
 namespace {
 
 [[noreturn]] void reject(const std::string& what) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/device_buffer.hpp"
+#include "common/precision.hpp"
 
 namespace day01 {
 
@@ -121,8 +122,7 @@ void rope_v5_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, __nv_bfloat16*
                   cudaStream_t stream);
 
 // The day's registry: drives the binary's rows, the tests and the README table.
-enum class Precision { kFp32, kBf16 };
-const char* precision_name(Precision precision);  // "fp32" / "bf16"
+using gpu100::Precision;  // common/precision.hpp (day01 has fp32 and bf16 variants)
 
 using RopeFp32Fn = void (*)(const float*, const float*, float*, float*, const RopeParams&,
                             const RopeTable&, cudaStream_t);
@@ -141,9 +141,7 @@ const Variant* find_variant(const std::string& name);  // nullptr when unknown
 
 // The pass/fail rule for a variant's output against the fp64 reference:
 // |got - ref| <= abs_tol + rel_tol * |ref| per element (gpu100::compare). README.md explains each.
-struct Tolerance {
-  double abs_tol, rel_tol;
-};
+using gpu100::Tolerance;  // |got - ref| <= abs_tol + rel_tol * |ref|
 Tolerance tolerance(const Variant& v, const RopeParams& p);
 
 }  // namespace day01

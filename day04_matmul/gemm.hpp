@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/arch.hpp"
+#include "common/precision.hpp"
 
 namespace day04 {
 
@@ -95,8 +96,8 @@ void cublas_gemm_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat1
                       cudaStream_t);
 
 // ---- the registry -----------------------------------------------------------------------------
-enum class Precision { kFp32, kTf32, kBf16 };
-const char* to_string(Precision p);
+using gpu100::Precision;  // common/precision.hpp
+using gpu100::to_string;
 
 struct GemmVariant {
   const char* name;         // "v5_2d_blocktile"

@@ -58,18 +58,6 @@ double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col) {
   return sum;
 }
 
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kTf32:
-      return "tf32";
-    case Precision::kBf16:
-      return "bf16";
-  }
-  return "?";
-}
-
 const std::vector<GemmVariant>& gemm_variants() {
   using P = Precision;
   using A = gpu100::ArchNeed;

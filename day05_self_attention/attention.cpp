@@ -43,10 +43,6 @@ float softmax_scale(int d) {
   return static_cast<float>(1.0 / std::sqrt(double(d)));
 }
 
-const char* to_string(Precision p) {
-  return p == Precision::kFp32 ? "fp32" : "bf16";
-}
-
 // ---- workspaces and refusals -----------------------------------------------------------------
 
 namespace {

@@ -27,6 +27,7 @@
 
 #include "common/arch.hpp"
 #include "common/compare.hpp"
+#include "common/precision.hpp"
 
 namespace day05 {
 
@@ -89,8 +90,8 @@ std::string v5_refusal(const AttentionShape& s);
 int64_t v2_heads_per_chunk(const AttentionShape& s);
 
 // ---- the registry: drives the binary's rows, the tests and the README table ------------------
-enum class Precision { kFp32, kBf16 };
-const char* to_string(Precision p);
+using gpu100::Precision;  // common/precision.hpp (day05 has fp32 and bf16 variants)
+using gpu100::to_string;
 
 struct AttentionVariant {
   const char* name;

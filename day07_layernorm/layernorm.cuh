@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/compare.hpp"
+#include "common/precision.hpp"
 
 namespace day07 {
 
@@ -54,9 +55,7 @@ float variance_naive_fp32(const float* x, int64_t n);
 float variance_welford_fp32(const float* x, int64_t n);
 
 // ---- tolerances (the README explains them) ----
-struct Tolerance {
-  double abs, rel;
-};
+using gpu100::Tolerance;                         // common/precision.hpp: abs_tol + rel_tol * |ref|
 constexpr Tolerance kFp32Y = {1e-5, 1e-4};       // y and dx, fp32
 constexpr Tolerance kBf16Y = {1e-4, 1.0 / 256};  // y and dx stored in bf16: 2^-8 relative
 constexpr Tolerance kStats = {1e-6, 1e-4};       // mean and rstd (fp32 for every T)

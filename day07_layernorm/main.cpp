@@ -81,7 +81,7 @@ day07::Tolerance output_tolerance() {
 template <typename Got>
 gpu100::CompareResult compare_tol(const std::vector<double>& ref, const std::vector<Got>& got,
                                   day07::Tolerance tol) {
-  return gpu100::compare(ref, got, tol.abs, tol.rel);
+  return gpu100::compare(ref, got, tol.abs_tol, tol.rel_tol);
 }
 
 // The inputs of one precision: what the GPU reads (T) and the same values as floats (the CPU

@@ -124,15 +124,15 @@ TEST_CASE("the naive E[x^2] - E[x]^2 loses a large-mean row; Welford keeps it", 
 
 TEST_CASE("the checks: tolerances, NaN, the parameter-gradient bound", "[cpu]") {
   const std::vector<double> ref = {1.0, -2.0};
-  CHECK(gpu100::compare(ref, std::vector<float>{1.00005f, -2.0001f}, day07::kFp32Y.abs,
-                        day07::kFp32Y.rel)
+  CHECK(gpu100::compare(ref, std::vector<float>{1.00005f, -2.0001f}, day07::kFp32Y.abs_tol,
+                        day07::kFp32Y.rel_tol)
             .ok);
-  CHECK_FALSE(
-      gpu100::compare(ref, std::vector<float>{1.001f, -2.0f}, day07::kFp32Y.abs, day07::kFp32Y.rel)
-          .ok);
-  CHECK(
-      gpu100::compare(ref, std::vector<float>{1.003f, -2.0f}, day07::kBf16Y.abs, day07::kBf16Y.rel)
-          .ok);
+  CHECK_FALSE(gpu100::compare(ref, std::vector<float>{1.001f, -2.0f}, day07::kFp32Y.abs_tol,
+                              day07::kFp32Y.rel_tol)
+                  .ok);
+  CHECK(gpu100::compare(ref, std::vector<float>{1.003f, -2.0f}, day07::kBf16Y.abs_tol,
+                        day07::kBf16Y.rel_tol)
+            .ok);
   CHECK_FALSE(gpu100::compare(ref, std::vector<float>{1.0f, std::nanf("")}, 1.0, 1.0).ok);
   // Parameter gradients: bound 1e-4 * sum |term| + 1e-6.
   const std::vector<double> g = {10.0, 0.0}, abs_sum = {100.0, 50.0};

@@ -112,9 +112,9 @@ gpu100::CompareResult check_layernorm(day07::LayerNormFn<T> fn, const Problem<T>
                                rr.data(), p.rows, p.dim, kEps);
   const auto tol = out_tol<T>();
   return day07::worst_of(
-      {gpu100::compare(ry, fetch(y, n), tol.abs, tol.rel),
-       gpu100::compare(rm, mean.download(), day07::kStats.abs, day07::kStats.rel),
-       gpu100::compare(rr, rstd.download(), day07::kStats.abs, day07::kStats.rel)});
+      {gpu100::compare(ry, fetch(y, n), tol.abs_tol, tol.rel_tol),
+       gpu100::compare(rm, mean.download(), day07::kStats.abs_tol, day07::kStats.rel_tol),
+       gpu100::compare(rr, rstd.download(), day07::kStats.abs_tol, day07::kStats.rel_tol)});
 }
 
 template <typename T>
@@ -131,8 +131,8 @@ gpu100::CompareResult check_rmsnorm_rows(const Problem<T>& p, int64_t offset = 0
   day07::rmsnorm_cpu(p.x.data(), p.gamma.data(), ry.data(), rr.data(), p.rows, p.dim, kEps);
   const auto tol = out_tol<T>();
   return day07::worst_of(
-      {gpu100::compare(ry, fetch(y, n), tol.abs, tol.rel),
-       gpu100::compare(rr, rstd.download(), day07::kStats.abs, day07::kStats.rel)});
+      {gpu100::compare(ry, fetch(y, n), tol.abs_tol, tol.rel_tol),
+       gpu100::compare(rr, rstd.download(), day07::kStats.abs_tol, day07::kStats.rel_tol)});
 }
 
 // The backward outputs for the statistics of the exact forward (rounded to fp32).
@@ -173,7 +173,7 @@ gpu100::CompareResult check_backward(const Problem<T>& p, int64_t offset = 0) {
   day07::layernorm_backward_cpu(p.dy.data(), p.x.data(), p.gamma.data(), kEps, p.rows, p.dim,
                                 dx.data(), dg.data(), db.data(), dg_abs.data(), db_abs.data());
   const auto tol = out_tol<T>();
-  return day07::worst_of({gpu100::compare(dx, got.dx, tol.abs, tol.rel),
+  return day07::worst_of({gpu100::compare(dx, got.dx, tol.abs_tol, tol.rel_tol),
                           day07::check_param_grad(dg, dg_abs, got.dgamma),
                           day07::check_param_grad(db, db_abs, got.dbeta)});
 }
@@ -322,8 +322,8 @@ TEST_CASE("rmsnorm_vector matches the CPU for short and long vectors", "[gpu]") 
     std::vector<double> ry(n), rr(1);
     day07::rmsnorm_cpu(x.data(), g.data(), ry.data(), rr.data(), 1, n, kEps);
     const auto cmp = day07::worst_of(
-        {gpu100::compare(ry, dy.download(), day07::kFp32Y.abs, day07::kFp32Y.rel),
-         gpu100::compare(rr, rstd.download(), day07::kStats.abs, day07::kStats.rel)});
+        {gpu100::compare(ry, dy.download(), day07::kFp32Y.abs_tol, day07::kFp32Y.rel_tol),
+         gpu100::compare(rr, rstd.download(), day07::kStats.abs_tol, day07::kStats.rel_tol)});
     INFO(cmp.summary());
     REQUIRE(cmp.ok);
   }

@@ -99,18 +99,6 @@ std::string to_string(const ConvShape& s) {
   return out;
 }
 
-const char* to_string(ConvPrecision p) {
-  switch (p) {
-    case ConvPrecision::kFp32:
-      return "fp32";
-    case ConvPrecision::kTf32:
-      return "tf32";
-    case ConvPrecision::kBf16:
-    default:
-      return "bf16";
-  }
-}
-
 void check_conv1d_args(int64_t n, int mask_width) {
   if (n < 1 || n > kMaxN1d) {
     throw std::invalid_argument(fmt::format("conv1d: n = {} must be in [1, 2^30]", n));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/arch.hpp"
+#include "common/precision.hpp"
 #include "conv.hpp"
 
 namespace day08 {
@@ -61,8 +62,8 @@ void filter2d_cpu_row(const float* x, int h, int w, const float* mask, int mask_
                       double* y_row);
 
 // ---- Conv2d layer -----------------------------------------------------------------------------
-enum class ConvPrecision { kFp32, kTf32, kBf16 };
-const char* to_string(ConvPrecision p);
+using ConvPrecision = gpu100::Precision;  // common/precision.hpp
+using gpu100::to_string;
 
 using Conv2dFn = void (*)(const ConvShape& s, const float* x, const float* w, const float* bias,
                           float* y, cudaStream_t stream);
@@ -168,9 +169,7 @@ double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const f
 // size of a sum of C*R*S products of values in [-1, 1]). kBf16 is for a reference computed on the
 // bf16-rounded inputs (gpu100::round_trip): the products of two bf16 values are exact in fp32, so
 // only the fp32 accumulation (and a bf16 output's rounding, 2^-9 relative) remains.
-struct Tolerance {
-  double abs_tol, rel_tol;
-};
+using gpu100::Tolerance;
 Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p);
 // The tolerance of a variant: its precision's, times its tol_scale.
 Tolerance conv2d_tolerance(const ConvShape& s, const Conv2dVariant& v);
