@@ -1,6 +1,7 @@
 // day04 transpose kernels. Each reads M x N floats and writes N x M: 8 bytes per element, no
 // arithmetic, so the copy bandwidth is the ceiling. The question is only how the accesses of a
-// warp map onto 32-byte sectors.
+// warp map onto 32-byte sectors. The four variants (t1-t4, 10-25 lines each) sit side by side in
+// this one file on purpose: the lesson is the difference between their index expressions.
 #include <stdexcept>
 #include <string>
 

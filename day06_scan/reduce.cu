@@ -1,5 +1,7 @@
 // day06 reductions r1..r7: the steps of Mark Harris's "Optimizing Parallel Reduction in CUDA"
-// (NVIDIA, 2007), one section per step, all at 256 threads per block.
+// (NVIDIA, 2007), one section per step, all at 256 threads per block. The seven steps sit side by
+// side in this one file on purpose, as in Harris's slides: each differs from the last in a few
+// lines, and reading them in order is the lesson.
 //
 // Every step is one kernel that writes one partial sum per block. reduce_passes() applies it to
 // x, then to the partials, and so on until a pass has one block, which writes the result: no

@@ -3,6 +3,8 @@
 //   c2_constant_mask  the mask in __constant__ memory: one broadcast read per warp per tap.
 //   c3_smem_halo      a 1024-output tile plus its 2r halo staged in shared memory (halo_tile.cuh),
 //                     so each input is read from DRAM once per tile instead of once per tap.
+// The three are side by side in this one file on purpose (a few lines apart each): the 1D warm-up
+// to the 2D filters, whose variants have a file each.
 #include <cstdint>
 
 #include "common/cuda_check.hpp"

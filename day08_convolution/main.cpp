@@ -1,8 +1,7 @@
 // day08_convolution: the host driver.
 //
-// Versions (kernels in conv1d.cu, filter2d_f1_naive.cu ... filter2d_f6_pipelined.cu,
-// conv2d_v1_direct.cu ... conv2d_v8_*.cu; --list
-// prints the registries):
+// Versions (kernels in conv1d.cu, filter2d_f1_naive.cu ... filter2d_f6_pipelined.cu and
+// conv2d_v1_direct.cu ... conv2d_v8_*.cu; --list prints the registries):
 //   1D    c1_naive, c2_constant_mask, c3_smem_halo                  (--n1d, --mask1d)
 //   2D    f1_naive, f2_constant_mask, f3_in_tile, f4_cached_halo, f5_register_tiled,
 //         f6_pipelined
