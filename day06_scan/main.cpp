@@ -24,6 +24,7 @@
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
+#include "common/harness.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/tags.hpp"
@@ -37,12 +38,10 @@ using gpu100::ResultRow;
 constexpr const char* kDay = "day06_scan";
 
 struct Options {
+  gpu100::CommonOptions common;
   std::vector<const day06::ReduceVariant*> reduces;
   std::vector<const day06::ScanVariant*> scans;
   bool exclusive = false;
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true;
   bool sweep = false;
 };
 
@@ -57,27 +56,14 @@ std::vector<T> make_input(int64_t n, uint64_t seed) {
   }
 }
 
-void set_check(ResultRow& row, const gpu100::CompareResult& cmp) {
-  row.max_rel_err = cmp.max_rel;
-  row.ok = cmp.ok;
-  if (!cmp.ok) row.note = cmp.summary();
-}
-
-gpu100::TimingOptions timing(const Options& opt) {
-  gpu100::TimingOptions t;
-  t.warmup = opt.warmup;
-  t.iters = opt.iters;
-  t.flush_l2 = opt.flush_l2;
-  return t;
-}
-
 // ---- reductions ----
 
 template <typename T>
-void run_reduce(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-                gpu100::ResultTable& table) {
+void run_reduce(int64_t n, const Options& opt, gpu100::DayRun& run) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   if (opt.reduces.empty()) return;
-  const std::vector<T> x = make_input<T>(n, opt.seed);
+  const std::vector<T> x = make_input<T>(n, opt.common.seed);
   const std::string prec = day06::precision_name<T>();
   const double bytes = 4.0 * double(n);
   double cpu_ms = 0;
@@ -100,17 +86,11 @@ void run_reduce(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer&
   const char* library = nullptr;  // the registry's library row, when it runs
   for (const auto* v : opt.reduces) {
     const day06::ReduceFn<T> launch = day06::launcher<T>(*v);
-    d_out.poison();
-    launch(d_x.data(), d_out.data(), n, ws.data(), ws_bytes, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const gpu100::CompareResult cmp = day06::check_reduce(x, d_out.download()[0]);
-    const gpu100::Timing t = timer.time(
-        [&] { launch(d_x.data(), d_out.data(), n, ws.data(), ws_bytes, nullptr); }, timing(opt));
-    ResultRow row = gpu100::make_row(v->name, prec, gpu100::size_label(n));
-    row.ms = t.median_ms;
-    row.ms_min = t.min_ms;
-    set_check(row, cmp);
-    if (v->is_library) library_ms = t.median_ms, library = v->name;
+    const ResultRow row = run.measure(
+        v->name, prec, gpu100::size_label(n), [&] { d_out.poison(); },
+        [&] { launch(d_x.data(), d_out.data(), n, ws.data(), ws_bytes, nullptr); },
+        [&] { return day06::check_reduce(x, d_out.download()[0]); });
+    if (v->is_library) library_ms = *row.ms, library = v->name;
     rows.push_back(row);
   }
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -124,10 +104,11 @@ void run_reduce(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer&
 // ---- scans ----
 
 template <typename T>
-void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-              gpu100::ResultTable& table, std::string& verdict_extra) {
+void run_scan(int64_t n, const Options& opt, gpu100::DayRun& run, std::string& verdict_extra) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   if (opt.scans.empty()) return;
-  const std::vector<T> x_full = make_input<T>(n, opt.seed + 1);
+  const std::vector<T> x_full = make_input<T>(n, opt.common.seed + 1);
   const std::string prec = day06::precision_name<T>();
   const std::string mode = opt.exclusive ? " exclusive" : "";
   // The CPU reference at every size a row runs at (n, and the single-block maxima below n).
@@ -166,26 +147,21 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
   for (const auto* v : opt.scans) {
     const int64_t m = std::min(n, v->max_n);
     const day06::ScanFn<T> launch = day06::launcher<T>(*v);
-    d_y.poison();
-    launch(d_x.data(), d_y.data(), m, opt.exclusive, ws.data(), ws_bytes, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> got(static_cast<size_t>(m));
-    CUDA_CHECK(cudaMemcpy(got.data(), d_y.data(), m * sizeof(T), cudaMemcpyDeviceToHost));
-    const std::vector<T> x(x_full.begin(), x_full.begin() + m);
-    const gpu100::CompareResult cmp = day06::check_scan(x, got, opt.exclusive);
-    const gpu100::Timing t = timer.time(
-        [&] { launch(d_x.data(), d_y.data(), m, opt.exclusive, ws.data(), ws_bytes, nullptr); },
-        timing(opt));
     std::string shape = gpu100::size_label(m);
     if (m < n) shape += " (one block, its maximum)";
-    ResultRow row = gpu100::make_row(v->name, prec + mode, shape);
-    row.ms = t.median_ms;
-    row.ms_min = t.min_ms;
-    set_check(row, cmp);
+    ResultRow row = run.measure(
+        v->name, prec + mode, shape, [&] { d_y.poison(); },
+        [&] { launch(d_x.data(), d_y.data(), m, opt.exclusive, ws.data(), ws_bytes, nullptr); },
+        [&] {
+          std::vector<T> got(static_cast<size_t>(m));
+          CUDA_CHECK(cudaMemcpy(got.data(), d_y.data(), m * sizeof(T), cudaMemcpyDeviceToHost));
+          const std::vector<T> x(x_full.begin(), x_full.begin() + m);
+          return day06::check_scan(x, got, opt.exclusive);
+        });
     if (v->build_note != nullptr && !v->build_note().empty()) {
       row.note += (row.note.empty() ? "" : "; ") + v->build_note();
     }
-    if (v->is_library) library_ms = t.median_ms, library = v->name;
+    if (v->is_library) library_ms = *row.ms, library = v->name;
     rows.push_back(row);
     row_bytes.push_back(8.0 * double(m));
     row_cpu_ms.push_back(cpu_ms[std::lower_bound(sizes.begin(), sizes.end(), m) - sizes.begin()]);
@@ -211,13 +187,9 @@ void run_scan(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
 
 void print_list() {
   fmt::print("reductions (--variant):\n");
-  for (const auto& v : day06::reduce_variants()) {
-    fmt::print("  {:<26} {}\n", v.name, v.description);
-  }
+  gpu100::print_list(day06::reduce_variants());
   fmt::print("scans (--variant):\n");
-  for (const auto& v : day06::scan_variants()) {
-    fmt::print("  {:<26} {}\n", v.name, v.description);
-  }
+  gpu100::print_list(day06::scan_variants());
 }
 
 int run(int argc, char** argv) {
@@ -235,8 +207,9 @@ int run(int argc, char** argv) {
   }
 
   Options opt;
+  opt.common = gpu100::CommonOptions::read(args);
   opt.sweep = args.get_flag("sweep");
-  const auto names = gpu100::split_list(args.get_string("variant"));
+  const auto& names = opt.common.variants;
   for (const auto& name : names) {
     if (day06::find_reduce_variant(name) == nullptr && day06::find_scan_variant(name) == nullptr) {
       throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
@@ -254,43 +227,29 @@ int run(int argc, char** argv) {
     if (selected(v) && (!opt.sweep || v.max_n == day06::kMaxN)) opt.scans.push_back(&v);
   }
   opt.exclusive = args.get_flag("exclusive");
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
   const int64_t n = opt.sweep ? int64_t(1) << 28 : args.get_int("n");
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("{}: reductions and prefix sums{}, fp32 and int32\ndevice: {}\n", kDay,
-             opt.exclusive ? " (exclusive scans)" : "", device.one_line());
+  gpu100::DayRun run(kDay,
+                     std::string("reductions and prefix sums") +
+                         (opt.exclusive ? " (exclusive scans)" : "") + ", fp32 and int32",
+                     opt.common);
   // x and y of n 4-byte elements, plus the workspaces (a few MB at 2^28, CUB's included).
   gpu100::require_device_memory(static_cast<size_t>(n) * 8 + (size_t(64) << 20), kDay);
-  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
-  fmt::print("\n");
-
-  gpu100::GpuTimer timer;
-  gpu100::ResultTable table;
   std::string verdict_extra;
   if (opt.sweep) {
     for (int k = 10; k <= 28; ++k) {
-      run_reduce<float>(int64_t(1) << k, opt, ceiling, timer, table);
-      run_scan<float>(int64_t(1) << k, opt, ceiling, timer, table, verdict_extra);
+      run_reduce<float>(int64_t(1) << k, opt, run);
+      run_scan<float>(int64_t(1) << k, opt, run, verdict_extra);
     }
   } else {
-    run_reduce<float>(n, opt, ceiling, timer, table);
-    run_reduce<int32_t>(n, opt, ceiling, timer, table);
+    run_reduce<float>(n, opt, run);
+    run_reduce<int32_t>(n, opt, run);
     std::string unused;
-    run_scan<float>(n, opt, ceiling, timer, table, verdict_extra);
-    run_scan<int32_t>(n, opt, ceiling, timer, table, unused);
+    run_scan<float>(n, opt, run, verdict_extra);
+    run_scan<int32_t>(n, opt, run, unused);
   }
-  table.print(stdout, verdict_extra);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    table.write_json(path, gpu100::RunInfo::make(opt.sweep ? std::string(kDay) + "_sweep" : kDay,
-                                                 device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(opt.sweep ? std::string(kDay) + "_sweep" : kDay, verdict_extra);
 }
 
 }  // namespace
