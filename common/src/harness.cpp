@@ -18,8 +18,9 @@ CommonOptions CommonOptions::read(const ArgParser& args) {
   return o;
 }
 
-void print_list_line(const char* name, const char* description, const std::string& suffix) {
-  fmt::print("{:<16} {}{}\n", name, description, suffix);
+void print_list_line(const char* name, size_t width, const char* description,
+                     const std::string& suffix) {
+  fmt::print("{:<{}}  {}{}\n", name, width, description, suffix);
 }
 
 DayRun::DayRun(const std::string& day, const std::string& title, const CommonOptions& options)

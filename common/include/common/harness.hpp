@@ -63,14 +63,18 @@ struct HasNeeds : std::false_type {};
 template <class T>
 struct HasNeeds<T, std::void_t<decltype(std::declval<T>().needs)>> : std::true_type {};
 
-// One line per entry: name and description (and the build it needs, when this build lacks it).
-void print_list_line(const char* name, const char* description, const std::string& suffix);
+// One line per entry: name (padded to `width`) and description, and the build it needs when this
+// build lacks it.
+void print_list_line(const char* name, size_t width, const char* description,
+                     const std::string& suffix);
 template <class Entry>
 void print_list(const std::vector<Entry>& registry) {
+  size_t width = 0;
+  for (const auto& e : registry) width = std::max(width, std::string(e.name).size());
   for (const auto& e : registry) {
     std::string suffix;
     if constexpr (HasNeeds<Entry>::value) suffix = needs_suffix(e.needs);
-    print_list_line(e.name, e.description, suffix);
+    print_list_line(e.name, width, e.description, suffix);
   }
 }
 
