@@ -24,6 +24,7 @@
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "common/harness.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/timer.hpp"
@@ -35,11 +36,9 @@ using day01::RopeParams;
 using gpu100::ResultRow;
 
 struct Options {
+  gpu100::CommonOptions common;
   RopeParams p;
   std::vector<const day01::Variant*> variants;
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true;
 };
 
 std::string shape_label(const RopeParams& p) {
@@ -81,46 +80,20 @@ double time_cpu_reference(const std::vector<float>& q, const std::vector<float>&
   return ms[ms.size() / 2];
 }
 
-// Every element of both outputs against the reference, with the variant's tolerance.
+// Every element of both outputs against the reference, with the variant's tolerance. The row's
+// error is the largest relative error of a rotated pair (the README explains why per pair).
 template <typename T>
-void check_outputs(const day01::Variant& v, const RopeParams& p, const Reference& ref,
-                   const gpu100::DeviceBuffer<T>& q_out, const gpu100::DeviceBuffer<T>& k_out,
-                   ResultRow& row) {
+gpu100::CompareResult check_outputs(const day01::Variant& v, const RopeParams& p,
+                                    const Reference& ref, const gpu100::DeviceBuffer<T>& q_out,
+                                    const gpu100::DeviceBuffer<T>& k_out) {
   const day01::Tolerance tol = day01::tolerance(v, p);
-  const std::vector<T> gq = q_out.download();
+  const std::vector<T> gq = q_out.download(), gk = k_out.download();
   const gpu100::CompareResult cq = gpu100::compare(ref.q, gq, tol.abs_tol, tol.rel_tol);
-  double err = day01::max_pair_rel_err(ref.q.data(), gq.data(), p.q_heads, p);
-  const std::vector<T> gk = k_out.download();
   const gpu100::CompareResult ck = gpu100::compare(ref.k, gk, tol.abs_tol, tol.rel_tol);
-  err = std::max(err, day01::max_pair_rel_err(ref.k.data(), gk.data(), p.kv_heads, p));
-  row.ok = cq.ok && ck.ok;
-  row.max_rel_err = err;
-  if (!cq.ok) row.note = fmt::format("{} Q: {}", v.name, cq.summary());
-  if (!ck.ok)
-    row.note += fmt::format("{}{} K: {}", row.note.empty() ? "" : "; ", v.name, ck.summary());
-}
-
-// Poisons the outputs, launches once, checks, then times the launch. The row gets every column
-// but the derived ones.
-template <typename T>
-ResultRow run_variant(const day01::Variant& v, const std::function<void()>& launch,
-                      const Options& opt, gpu100::GpuTimer& timer, const Reference& ref,
-                      gpu100::DeviceBuffer<T>& q_out, gpu100::DeviceBuffer<T>& k_out) {
-  ResultRow row = gpu100::make_row(v.name, gpu100::to_string(v.precision), shape_label(opt.p));
-  q_out.poison();
-  k_out.poison();
-  launch();
-  CUDA_CHECK(cudaDeviceSynchronize());
-  check_outputs(v, opt.p, ref, q_out, k_out, row);
-
-  gpu100::TimingOptions topt;
-  topt.warmup = opt.warmup;
-  topt.iters = opt.iters;
-  topt.flush_l2 = opt.flush_l2;
-  const gpu100::Timing t = timer.time(launch, topt);
-  row.ms = t.median_ms;
-  row.ms_min = t.min_ms;
-  return row;
+  gpu100::CompareResult r = cq.ok ? ck : cq;  // a failing one keeps its summary
+  r.max_rel = std::max(day01::max_pair_rel_err(ref.q.data(), gq.data(), p.q_heads, p),
+                       day01::max_pair_rel_err(ref.k.data(), gk.data(), p.kv_heads, p));
+  return r;
 }
 
 Options parse_options(gpu100::ArgParser& args) {
@@ -145,21 +118,8 @@ Options parse_options(gpu100::ArgParser& args) {
     throw gpu100::UsageError(e.what());
   }
 
-  const auto names = gpu100::split_list(args.get_string("variant"));
-  for (const auto& name : names) {
-    if (day01::find_variant(name) == nullptr) {
-      throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
-    }
-  }
-  for (const auto& v : day01::variants()) {
-    if (names.empty() || std::find(names.begin(), names.end(), v.name) != names.end()) {
-      opt.variants.push_back(&v);
-    }
-  }
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
+  opt.common = gpu100::CommonOptions::read(args);
+  opt.variants = gpu100::select(day01::variants(), opt.common.variants);
   return opt;
 }
 
@@ -181,20 +141,16 @@ int run(int argc, char** argv) {
   args.add_alias("dim", "head-dim");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
 
-  if (args.get_flag("list")) {
-    for (const auto& v : day01::variants()) {
-      fmt::print("{:<12} {:<5} {}\n", v.name, gpu100::to_string(v.precision), v.description);
-    }
-    return gpu100::kExitOk;
-  }
+  if (gpu100::list_requested(args, day01::variants())) return gpu100::kExitOk;
   const Options opt = parse_options(args);
   const RopeParams& p = opt.p;
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("day01_rope: RoPE on Q and K, {} pairs, base {}\ndevice: {}\n",
-             day01::style_name(p.style), p.base, device.one_line());
-  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
+  gpu100::DayRun run(
+      "day01_rope",
+      fmt::format("RoPE on Q and K, {} pairs, base {}", day01::style_name(p.style), p.base),
+      opt.common);
+  const double ceiling = run.ceiling_gbps();
 
   const int64_t nq = p.q_elems(), nk = p.k_elems();
   const double elems = double(nq) + double(nk);
@@ -212,13 +168,13 @@ int run(int argc, char** argv) {
       "nor counted.\nevery element of every output is checked against the fp64 reference.\n\n",
       table_bytes / double(1 << 20));
 
-  const std::vector<float> q = gpu100::random_vector<float>(nq, opt.seed);
-  const std::vector<float> k = gpu100::random_vector<float>(nk, opt.seed + 1);
+  const std::vector<float> q = gpu100::random_vector<float>(nq, opt.common.seed);
+  const std::vector<float> k = gpu100::random_vector<float>(nk, opt.common.seed + 1);
   Reference ref{std::vector<double>(nq), std::vector<double>(nk)};
   int cpu_runs = 0;
   const double cpu_ms = time_cpu_reference(q, k, ref, p, cpu_runs);
 
-  gpu100::ResultTable table;
+  gpu100::ResultTable& table = run.table();
   ResultRow cpu = gpu100::make_row("cpu_reference", "fp64", shape_label(p));
   cpu.ms = cpu_ms;
   cpu.verified = false;  // the reference itself
@@ -230,7 +186,13 @@ int run(int argc, char** argv) {
   table.add(cpu);
 
   const day01::RopeTable rope_table(p);
-  gpu100::GpuTimer timer;
+  // Poisons the outputs, launches once, checks every element, then times the launch.
+  auto measure = [&](const day01::Variant& v, const auto& launch, auto& q_out, auto& k_out) {
+    return run.measure(
+        v.name, gpu100::to_string(v.precision), shape_label(p),
+        [&] { q_out.poison(), k_out.poison(); }, launch,
+        [&] { return check_outputs(v, p, ref, q_out, k_out); });
+  };
   double best_pct[2] = {-1, -1};
   std::string best_name[2];
   auto add_row = [&](ResultRow row, const day01::Variant& v, double bytes) {
@@ -254,7 +216,7 @@ int run(int argc, char** argv) {
         v->launch_fp32(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, rope_table,
                        nullptr);
       };
-      add_row(run_variant(*v, launch, opt, timer, ref, d_q_out, d_k_out), *v, bytes);
+      add_row(measure(*v, launch, d_q_out, d_k_out), *v, bytes);
     }
   }
   if (any_bf16) {
@@ -272,7 +234,7 @@ int run(int argc, char** argv) {
         v->launch_bf16(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, rope_table,
                        nullptr);
       };
-      add_row(run_variant(*v, launch, opt, timer, ref, d_q_out, d_k_out), *v, bytes);
+      add_row(measure(*v, launch, d_q_out, d_k_out), *v, bytes);
     }
   }
 
@@ -283,14 +245,9 @@ int run(int argc, char** argv) {
     verdict_extra += fmt::format("best {}: {} at {:.1f}% of the copy ceiling",
                                  slot == 0 ? "fp32" : "bf16", best_name[slot], best_pct[slot]);
   }
-  table.print(stdout, verdict_extra);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    const char* day =
-        p.style == day01::RopeStyle::kHalfSplit ? "day01_rope_half_split" : "day01_rope";
-    table.write_json(path, gpu100::RunInfo::make(day, device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(
+      p.style == day01::RopeStyle::kHalfSplit ? "day01_rope_half_split" : "day01_rope",
+      verdict_extra);
 }
 
 }  // namespace

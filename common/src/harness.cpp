@@ -18,9 +18,13 @@ CommonOptions CommonOptions::read(const ArgParser& args) {
   return o;
 }
 
-void print_list_line(const char* name, size_t width, const char* description,
-                     const std::string& suffix) {
-  fmt::print("{:<{}}  {}{}\n", name, width, description, suffix);
+void print_list_line(const char* name, size_t width, const std::string& precision,
+                     const char* description, const std::string& suffix) {
+  if (precision.empty()) {
+    fmt::print("{:<{}}  {}{}\n", name, width, description, suffix);
+  } else {
+    fmt::print("{:<{}}  {:<4}  {}{}\n", name, width, precision, description, suffix);
+  }
 }
 
 DayRun::DayRun(const std::string& day, const std::string& title, const CommonOptions& options)

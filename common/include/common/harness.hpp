@@ -24,6 +24,7 @@
 #include "common/compare.hpp"
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
+#include "common/precision.hpp"
 #include "common/results.hpp"
 #include "common/timer.hpp"
 
@@ -63,18 +64,26 @@ struct HasNeeds : std::false_type {};
 template <class T>
 struct HasNeeds<T, std::void_t<decltype(std::declval<T>().needs)>> : std::true_type {};
 
-// One line per entry: name (padded to `width`) and description, and the build it needs when this
-// build lacks it.
-void print_list_line(const char* name, size_t width, const char* description,
-                     const std::string& suffix);
+// Whether a registry entry has a gpu100::Precision `precision` member (--list then shows it).
+template <class T, class = void>
+struct HasPrecision : std::false_type {};
+template <class T>
+struct HasPrecision<T, std::void_t<decltype(std::declval<T>().precision)>>
+    : std::is_same<std::decay_t<decltype(std::declval<T>().precision)>, Precision> {};
+
+// One line per entry: name (padded to `width`), precision (when the entry has one), description,
+// and the build it needs when this build lacks it.
+void print_list_line(const char* name, size_t width, const std::string& precision,
+                     const char* description, const std::string& suffix);
 template <class Entry>
 void print_list(const std::vector<Entry>& registry) {
   size_t width = 0;
   for (const auto& e : registry) width = std::max(width, std::string(e.name).size());
   for (const auto& e : registry) {
-    std::string suffix;
+    std::string suffix, precision;
     if constexpr (HasNeeds<Entry>::value) suffix = needs_suffix(e.needs);
-    print_list_line(e.name, width, e.description, suffix);
+    if constexpr (HasPrecision<Entry>::value) precision = to_string(e.precision);
+    print_list_line(e.name, width, precision, e.description, suffix);
   }
 }
 
