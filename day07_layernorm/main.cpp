@@ -33,6 +33,7 @@
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "common/harness.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/timer.hpp"
@@ -47,21 +48,11 @@ using gpu100::ResultRow;
 constexpr const char* kDay = "day07_layernorm";
 
 struct Options {
+  gpu100::CommonOptions common;
   int64_t rows = 32768, dim = 4096;
   float eps = day07::kDefaultEps;
   std::vector<const day07::Variant*> selected;
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true;
 };
-
-gpu100::TimingOptions timing(const Options& opt) {
-  gpu100::TimingOptions t;
-  t.warmup = opt.warmup;
-  t.iters = opt.iters;
-  t.flush_l2 = opt.flush_l2;
-  return t;
-}
 
 template <typename T>
 constexpr const char* precision_name() {
@@ -106,10 +97,11 @@ Inputs<T> make_inputs(const Options& opt, bool need_dy) {
   const size_t n = static_cast<size_t>(opt.rows * opt.dim);
   const size_t d = static_cast<size_t>(opt.dim);
   Inputs<T> in;
-  in.x = gpu100::random_vector<float>(n, opt.seed);
-  in.gamma = gpu100::random_vector<float>(d, opt.seed + 1, 0.5, 1.5);
-  in.beta = gpu100::random_vector<float>(d, opt.seed + 2);
-  if (need_dy) in.dy = gpu100::random_vector<float>(n, opt.seed + 3);
+  const uint64_t seed = opt.common.seed;
+  in.x = gpu100::random_vector<float>(n, seed);
+  in.gamma = gpu100::random_vector<float>(d, seed + 1, 0.5, 1.5);
+  in.beta = gpu100::random_vector<float>(d, seed + 2);
+  if (need_dy) in.dy = gpu100::random_vector<float>(n, seed + 3);
   if constexpr (!std::is_same_v<T, float>) {
     for (auto* v : {&in.x, &in.gamma, &in.beta, &in.dy}) *v = gpu100::round_trip<T>(*v);
   }
@@ -137,8 +129,9 @@ struct Best {
 };
 
 template <typename T>
-void run_precision(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-                   gpu100::ResultTable& table, std::vector<std::string>& summary) {
+void run_precision(const Options& opt, gpu100::DayRun& run, std::vector<std::string>& summary) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   std::vector<const day07::Variant*> list;
   bool need_ln = false, need_rms = false, need_vec = false, need_bwd = false;
   for (const auto* v : opt.selected) {
@@ -317,7 +310,7 @@ void run_precision(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
         break;
       }
     }
-    const gpu100::Timing t = timer.time(launch, timing(opt));
+    const gpu100::Timing t = run.time(launch);
     ResultRow row = gpu100::make_row(v->name, prec, row_shape);
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
@@ -379,50 +372,28 @@ int run(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     throw gpu100::UsageError(e.what());
   }
-  const auto names = gpu100::split_list(args.get_string("variant"));
-  for (const auto& name : names) {
-    if (day07::find_variant(name) == nullptr) {
-      throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
-    }
-  }
-  for (const auto& v : day07::variants()) {
-    if (names.empty() || std::find(names.begin(), names.end(), v.name) != names.end()) {
-      opt.selected.push_back(&v);
-    }
-  }
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
+  opt.common = gpu100::CommonOptions::read(args);
+  opt.selected = gpu100::select(day07::variants(), opt.common.variants);
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("{}: LayerNorm / RMSNorm forward and backward, {} x {}, eps {:g}\ndevice: {}\n", kDay,
-             opt.rows, opt.dim, opt.eps, device.one_line());
+  gpu100::DayRun run(kDay,
+                     fmt::format("LayerNorm / RMSNorm forward and backward, {} x {}, eps {:g}",
+                                 opt.rows, opt.dim, opt.eps),
+                     opt.common);
   // fp32: x, y, dy, dx (4 arrays of rows x dim) plus the backward's partials and the small ones.
   const size_t n = static_cast<size_t>(opt.rows * opt.dim);
   gpu100::require_device_memory(
       n * 16 + day07::layernorm_backward_workspace_bytes(opt.rows, opt.dim) + (size_t(64) << 20),
       kDay);
-  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
-  fmt::print("\n");
-
-  gpu100::GpuTimer timer;
-  gpu100::ResultTable table;
   std::vector<std::string> summary;
-  run_precision<float>(opt, ceiling, timer, table, summary);
-  run_precision<bf16>(opt, ceiling, timer, table, summary);
+  run_precision<float>(opt, run, summary);
+  run_precision<bf16>(opt, run, summary);
   std::string extra;
   if (!summary.empty()) {
     extra = "best of the copy ceiling: ";
     for (size_t i = 0; i < summary.size(); ++i) extra += (i ? ", " : "") + summary[i];
   }
-  table.print(stdout, extra);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    table.write_json(path, gpu100::RunInfo::make(kDay, device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(kDay, extra);
 }
 
 }  // namespace

@@ -115,6 +115,9 @@ class DayRun {
                     const std::function<void()>& launch,
                     const std::function<CompareResult()>& check);
 
+  // Times `launch` alone (for a day whose check does not fit measure()).
+  Timing time(const std::function<void()>& launch) { return timer_.time(launch, options_.timing); }
+
   // Prints the table and the verdict, writes the JSON when --json was given (under the results
   // name `json_day`), and returns the exit status (0 when every checked row passed, else 1).
   int finish(const std::string& json_day, const std::string& verdict_extra);
