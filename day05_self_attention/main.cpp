@@ -34,6 +34,7 @@
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "common/harness.hpp"
 #include "common/peak.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
@@ -47,12 +48,10 @@ using bf16 = __nv_bfloat16;
 constexpr const char* kDay = "day05_self_attention";
 
 struct Options {
+  gpu100::CommonOptions common;
   std::vector<const day05::AttentionVariant*> variants;
   std::vector<bool> masks;  // causal flags to run
   int check_rows = 64;
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true;
 };
 
 // The sampled query rows: (head, query) pairs, always including the first and the last row.
@@ -102,14 +101,6 @@ SampledReference reference_rows(const day05::AttentionShape& s, const std::vecto
   return r;
 }
 
-gpu100::TimingOptions timing(const Options& opt) {
-  gpu100::TimingOptions t;
-  t.warmup = opt.warmup;
-  t.iters = opt.iters;
-  t.flush_l2 = opt.flush_l2;
-  return t;
-}
-
 std::string mib(double bytes) {
   return bytes >= double(1 << 30) ? fmt::format("{:.2f} GiB", bytes / double(1 << 30))
                                   : fmt::format("{:.2f} MiB", bytes / double(1 << 20));
@@ -124,12 +115,13 @@ struct DeviceData {
 // Runs every selected variant at one shape (one mask): check, time, one row each.
 void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_peak,
                const std::vector<float>& q, const std::vector<float>& k,
-               const std::vector<float>& v, DeviceData& dev, gpu100::GpuTimer& timer,
-               gpu100::ResultTable& table, std::string& verdict) {
+               const std::vector<float>& v, DeviceData& dev, gpu100::DayRun& run,
+               std::string& verdict) {
+  gpu100::ResultTable& table = run.table();
   const std::string label = day05::shape_label(s);
   const double flops = day05::attention_flops(s);
   const size_t n = static_cast<size_t>(s.elements());
-  const auto rows = sample_rows(s, opt.check_rows, opt.seed + (s.causal ? 1 : 0));
+  const auto rows = sample_rows(s, opt.check_rows, opt.common.seed + (s.causal ? 1 : 0));
   bool any_bf16 = false;
   for (const auto* v_ : opt.variants) any_bf16 |= v_->precision == day05::Precision::kBf16;
   const SampledReference ref32 = reference_rows(s, rows, q, k, v, false);
@@ -221,7 +213,7 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
       row.ok = row.ok && full.ok;
       if (!full.ok) notes.push_back("whole output vs v2_cublas: " + full.summary());
     }
-    const gpu100::Timing t = timer.time(launch, timing(opt));
+    const gpu100::Timing t = run.time(launch);
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
     gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
@@ -260,13 +252,6 @@ void run_shape(const day05::AttentionShape& s, const Options& opt, double fp32_p
   }
 }
 
-void print_list() {
-  for (const auto& v : day05::attention_variants()) {
-    fmt::print("{:<16} {:<5} {}{}\n", v.name, day05::to_string(v.precision), v.description,
-               gpu100::needs_suffix(v.needs));
-  }
-}
-
 int run(int argc, char** argv) {
   gpu100::ArgParser args(kDay,
                          "scaled dot-product attention (forward), naive to FlashAttention-2 style");
@@ -282,24 +267,13 @@ int run(int argc, char** argv) {
   args.add_alias("s", "seq");
   args.add_alias("d", "head-dim");
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
-  if (args.get_flag("list")) {
-    print_list();
-    return gpu100::kExitOk;
-  }
+  if (gpu100::list_requested(args, day05::attention_variants())) return gpu100::kExitOk;
 
   Options opt;
-  const auto names = gpu100::split_list(args.get_string("variant"));
-  for (const auto& name : names) {
-    if (day05::find_variant(name) == nullptr) {
-      throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
-    }
-  }
+  opt.common = gpu100::CommonOptions::read(args);
+  const auto& names = opt.common.variants;
+  opt.variants = gpu100::select(day05::attention_variants(), names);
   gpu100::refuse_named_not_built(day05::attention_variants(), names);
-  for (const auto& v : day05::attention_variants()) {
-    if (names.empty() || std::find(names.begin(), names.end(), v.name) != names.end()) {
-      opt.variants.push_back(&v);
-    }
-  }
   const std::string mask = args.get_string("mask");
   if (mask == "none") {
     opt.masks = {false};
@@ -311,10 +285,6 @@ int run(int argc, char** argv) {
     throw gpu100::UsageError(fmt::format("--mask must be none, causal or both (got '{}')", mask));
   }
   opt.check_rows = static_cast<int>(args.get_int("check-rows"));
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
   day05::AttentionShape s;
   s.b = static_cast<int>(args.get_int("batch"));
   s.h = static_cast<int>(args.get_int("heads"));
@@ -341,9 +311,9 @@ int run(int argc, char** argv) {
   }
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("{}: O = softmax(Q K^T / sqrt(D) + mask) V, {}\ndevice: {}\n", kDay,
-             day05::shape_label(s), device.one_line());
+  gpu100::DayRun run(
+      kDay, fmt::format("O = softmax(Q K^T / sqrt(D) + mask) V, {}", day05::shape_label(s)),
+      opt.common);
   if (const auto lacked = gpu100::refuse_or_list_lacked(day05::attention_variants(), names);
       !lacked.empty()) {
     fmt::print("{}\n", lacked);
@@ -353,14 +323,13 @@ int run(int argc, char** argv) {
                      [](const day05::AttentionVariant* v) { return !gpu100::build_has(v->needs); }),
       opt.variants.end());
   gpu100::require_device_memory(static_cast<size_t>(need) + (size_t(64) << 20), kDay);
-  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
   const double fp32_peak = gpu100::measure_fp32_peak_tflops();
   fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now; the fp32 rows' % ceiling)\n\n",
              fp32_peak);
 
-  const auto q = gpu100::random_vector<float>(n, opt.seed + 1);
-  const auto k = gpu100::random_vector<float>(n, opt.seed + 2);
-  const auto v = gpu100::random_vector<float>(n, opt.seed + 3);
+  const auto q = gpu100::random_vector<float>(n, opt.common.seed + 1);
+  const auto k = gpu100::random_vector<float>(n, opt.common.seed + 2);
+  const auto v = gpu100::random_vector<float>(n, opt.common.seed + 3);
   DeviceData dev{gpu100::DeviceBuffer<float>(n),
                  gpu100::DeviceBuffer<float>(n),
                  gpu100::DeviceBuffer<float>(n),
@@ -377,20 +346,13 @@ int run(int argc, char** argv) {
   dev.k16.upload(gpu100::convert_from_float<bf16>(k));
   dev.v16.upload(gpu100::convert_from_float<bf16>(v));
 
-  gpu100::GpuTimer timer;
-  gpu100::ResultTable table;
   std::string verdict;
   for (bool causal : opt.masks) {
     day05::AttentionShape sc = s;
     sc.causal = causal;
-    run_shape(sc, opt, fp32_peak, q, k, v, dev, timer, table, verdict);
+    run_shape(sc, opt, fp32_peak, q, k, v, dev, run, verdict);
   }
-  table.print(stdout, verdict);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    table.write_json(path, gpu100::RunInfo::make(kDay, device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(kDay, verdict);
 }
 
 }  // namespace
