@@ -18,6 +18,7 @@
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "common/harness.hpp"
 #include "common/peak.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
@@ -30,30 +31,19 @@ namespace {
 using gpu100::ResultRow;
 
 struct Options {
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true;
-  std::vector<std::string> names;  // empty: all
+  gpu100::CommonOptions common;
   bool selected(const std::string& name) const {
+    const auto& names = common.variants;
     return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
   }
 };
 
-gpu100::TimingOptions timing(const Options& opt) {
-  gpu100::TimingOptions t;
-  t.warmup = opt.warmup;
-  t.iters = opt.iters;
-  t.flush_l2 = opt.flush_l2;
-  return t;
-}
-
 // ---- part 1: transpose
 // ----------------------------------------------------------------------------
-void run_transpose(int m, int n, const Options& opt, double ceiling, gpu100::ResultTable& table,
-                   std::string& best_note) {
+void run_transpose(int m, int n, const Options& opt, gpu100::DayRun& run, std::string& best_note) {
   const size_t count = size_t(m) * n;
   gpu100::require_device_memory(2 * count * sizeof(float), "the transpose");
-  const auto in = gpu100::random_vector<float>(count, opt.seed);
+  const auto in = gpu100::random_vector<float>(count, opt.common.seed);
   std::vector<float> ref(count);
   const double cpu_ms =
       gpu100::time_host_ms([&] { day04::transpose_cpu(in.data(), ref.data(), m, n); }, 1);
@@ -62,7 +52,8 @@ void run_transpose(int m, int n, const Options& opt, double ceiling, gpu100::Res
 
   gpu100::DeviceBuffer<float> d_in(count), d_out(count);
   d_in.upload(in);
-  gpu100::GpuTimer timer;
+  const double ceiling = run.ceiling_gbps();
+  gpu100::ResultTable& table = run.table();
   double best = 0;
   for (const auto& v : day04::transpose_variants()) {
     if (!opt.selected(v.name)) continue;
@@ -70,8 +61,7 @@ void run_transpose(int m, int n, const Options& opt, double ceiling, gpu100::Res
     v.launch(d_in.data(), d_out.data(), m, n, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     const auto cmp = gpu100::compare_exact(ref, d_out.download());  // a copy: exact
-    const auto t =
-        timer.time([&] { v.launch(d_in.data(), d_out.data(), m, n, nullptr); }, timing(opt));
+    const auto t = run.time([&] { v.launch(d_in.data(), d_out.data(), m, n, nullptr); });
     ResultRow row = gpu100::make_row(v.name, "fp32", shape);
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
@@ -121,15 +111,16 @@ GemmCheck check_gemm(const std::vector<float>& ref, const std::vector<float>& go
   return c;
 }
 
-void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::ResultTable& table,
+void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::DayRun& run,
               std::string& verdict) {
+  gpu100::ResultTable& table = run.table();
   const size_t na = size_t(s.m) * s.k, nb = size_t(s.k) * s.n, nc = size_t(s.m) * s.n;
   gpu100::require_device_memory(4 * (na + nb) * 3 / 2 + 3 * nc * 4, "the GEMM");
   const std::string shape = fmt::format("{}x{}x{}", s.m, s.n, s.k);
   const double flops = 2.0 * s.m * s.n * s.k;
 
-  const auto a = gpu100::random_vector<float>(na, opt.seed + 1);
-  const auto b = gpu100::random_vector<float>(nb, opt.seed + 2);
+  const auto a = gpu100::random_vector<float>(na, opt.common.seed + 1);
+  const auto b = gpu100::random_vector<float>(nb, opt.common.seed + 2);
   GemmInputs in{gpu100::DeviceBuffer<float>(na),         gpu100::DeviceBuffer<float>(nb),
                 gpu100::DeviceBuffer<__nv_bfloat16>(na), gpu100::DeviceBuffer<__nv_bfloat16>(nb),
                 gpu100::DeviceBuffer<float>(nc),         gpu100::DeviceBuffer<float>(nc),
@@ -153,8 +144,8 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
   // cuBLAS itself against double-precision dot products at 257 sampled entries.
   double worst = 0, ref_max = 0;
   for (int i = 0; i < 257; ++i) {
-    const int r = int(gpu100::splitmix64(opt.seed + 100 + i) % s.m);
-    const int c = int(gpu100::splitmix64(opt.seed + 500 + i) % s.n);
+    const int r = int(gpu100::splitmix64(opt.common.seed + 100 + i) % s.m);
+    const int c = int(gpu100::splitmix64(opt.common.seed + 500 + i) % s.n);
     const double exact = day04::dot_cpu(s, a.data(), b.data(), r, c);
     worst = std::max(worst, std::fabs(exact - ref32[size_t(r) * s.n + c]));
     ref_max = std::max(ref_max, std::fabs(exact));
@@ -191,7 +182,6 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
   }
   table.add(cpu);
 
-  gpu100::GpuTimer timer;
   struct Measured {
     const day04::GemmVariant* v;
     ResultRow row;
@@ -211,7 +201,7 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
     CUDA_CHECK(cudaDeviceSynchronize());
     const auto chk = check_gemm(v.precision == day04::Precision::kBf16 ? ref16 : ref32,
                                 in.c.download(), v.precision, s.k);
-    const auto t = timer.time(launch, timing(opt));
+    const auto t = run.time(launch);
     ResultRow row = gpu100::make_row(v.name, day04::to_string(v.precision), shape);
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
@@ -264,58 +254,41 @@ int run(int argc, char** argv) {
   args.add_common();
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
-    for (const auto& v : day04::transpose_variants())
-      fmt::print("{:<20} {}\n", v.name, v.description);
-    for (const auto& v : day04::gemm_variants()) {
-      fmt::print("{:<20} {}{}\n", v.name, v.description, gpu100::needs_suffix(v.needs));
-    }
+    gpu100::print_list(day04::transpose_variants());
+    gpu100::print_list(day04::gemm_variants());
     return gpu100::kExitOk;
   }
   Options opt;
-  opt.names = gpu100::split_list(args.get_string("variant"));
-  for (const auto& name : opt.names) {
+  opt.common = gpu100::CommonOptions::read(args);
+  const auto& names = opt.common.variants;
+  for (const auto& name : names) {
     bool known = day04::find_gemm_variant(name) != nullptr;
     for (const auto& v : day04::transpose_variants()) known = known || name == v.name;
     if (!known) throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
   }
-  gpu100::refuse_named_not_built(day04::gemm_variants(), opt.names);
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
+  gpu100::refuse_named_not_built(day04::gemm_variants(), names);
   const int64_t tm = args.get_int("tm"), tn = args.get_int("tn");
   if (tm * tn > (int64_t(1) << 31)) {
     throw gpu100::UsageError("--tm x --tn must be at most 2^31 elements");
   }
   const day04::GemmShape s{int(args.get_int("m")), int(args.get_int("n")), int(args.get_int("k"))};
 
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("day04_matmul: transpose and GEMM\ndevice: {}\n", device.one_line());
-  if (const auto lacked = gpu100::refuse_or_list_lacked(day04::gemm_variants(), opt.names);
+  gpu100::DayRun run("day04_matmul", "transpose and GEMM", opt.common);
+  if (const auto lacked = gpu100::refuse_or_list_lacked(day04::gemm_variants(), names);
       !lacked.empty()) {
     fmt::print("{}\n", lacked);
   }
-  const double ceiling = gpu100::measure_copy_ceiling_gbps();
   const double fp32_peak = gpu100::measure_fp32_peak_tflops();
-  fmt::print("copy ceiling: {:.1f} GB/s; fp32 FMA ceiling: {:.1f} TFLOP/s (both measured now)\n",
-             ceiling, fp32_peak);
-  fmt::print("{}\n", gpu100::timing_line(opt.iters, opt.warmup, opt.flush_l2));
+  fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now)\n\n", fp32_peak);
 
-  gpu100::ResultTable table;
   std::string verdict;
-  if (!args.get_flag("no-transpose")) run_transpose(int(tm), int(tn), opt, ceiling, table, verdict);
+  if (!args.get_flag("no-transpose")) run_transpose(int(tm), int(tn), opt, run, verdict);
   if (!args.get_flag("no-gemm")) {
     std::string gemm_verdict;
-    run_gemm(s, opt, fp32_peak, table, gemm_verdict);
+    run_gemm(s, opt, fp32_peak, run, gemm_verdict);
     if (!gemm_verdict.empty()) verdict += (verdict.empty() ? "" : "; ") + gemm_verdict;
   }
-  fmt::print("\n");
-  table.print(stdout, verdict);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    table.write_json(path, gpu100::RunInfo::make("day04_matmul", device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish("day04_matmul", verdict);
 }
 
 }  // namespace
