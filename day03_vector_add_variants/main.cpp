@@ -35,6 +35,7 @@
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
+#include "common/harness.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/tags.hpp"
@@ -54,19 +55,10 @@ struct Options {
   std::vector<int> streams;
   int chunks = 16;
   int64_t n = 0, transfer_n = 0, matrix = 0;
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true;
+  gpu100::CommonOptions common;
 
   bool has(const std::string& part) const {
     return std::find(parts.begin(), parts.end(), part) != parts.end();
-  }
-  gpu100::TimingOptions timing() const {
-    gpu100::TimingOptions t;
-    t.warmup = warmup;
-    t.iters = iters;
-    t.flush_l2 = flush_l2;
-    return t;
   }
 };
 
@@ -110,10 +102,11 @@ void set_check(ResultRow& row, const gpu100::CompareResult& cmp) {
 
 // ---- part "add": the fp32 variants ----
 
-void run_add(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-             gpu100::ResultTable& table, std::string& verdict_extra) {
-  const std::vector<float> a = gpu100::random_vector<float>(n, opt.seed);
-  const std::vector<float> b = gpu100::random_vector<float>(n, opt.seed + 1);
+void run_add(int64_t n, const Options& opt, gpu100::DayRun& run, std::string& verdict_extra) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
+  const std::vector<float> a = gpu100::random_vector<float>(n, opt.common.seed);
+  const std::vector<float> b = gpu100::random_vector<float>(n, opt.common.seed + 1);
   std::vector<float> ref(n);
   const double cpu_ms =
       time_cpu_ms(n, [&] { day02::vector_add_cpu(a.data(), b.data(), ref.data(), n); });
@@ -132,8 +125,8 @@ void run_add(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& ti
     CUDA_CHECK(cudaDeviceSynchronize());
     const gpu100::CompareResult cmp =
         gpu100::compare_exact(ref, d_c.download());  // exact: both IEEE adds
-    const gpu100::Timing t = timer.time(
-        [&] { v->launch(d_a.data(), d_b.data(), d_c.data(), n, nullptr); }, opt.timing());
+    const gpu100::Timing t =
+        run.time([&] { v->launch(d_a.data(), d_b.data(), d_c.data(), n, nullptr); });
     ResultRow row = gpu100::make_row(v->name, "fp32", gpu100::size_label(n));
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
@@ -169,11 +162,12 @@ const day03::Variant& types_variant() {
 }
 
 template <typename T>
-void run_type(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-              gpu100::ResultTable& table) {
+void run_type(int64_t n, const Options& opt, gpu100::DayRun& run) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   const char* precision = day03::precision_name<T>();
-  const std::vector<T> a = day03::random_input<T>(n, opt.seed + 10);
-  const std::vector<T> b = day03::random_input<T>(n, opt.seed + 11);
+  const std::vector<T> a = day03::random_input<T>(n, opt.common.seed + 10);
+  const std::vector<T> b = day03::random_input<T>(n, opt.common.seed + 11);
   std::vector<T> ref(n);
   const double cpu_ms = time_cpu_ms(n, [&] { day03::add_cpu(a.data(), b.data(), ref.data(), n); });
   const double compulsory = 3.0 * double(n) * sizeof(T);
@@ -188,8 +182,8 @@ void run_type(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
   // Exact for every type: int32 is exact, fp32/fp64 adds are correctly rounded on both sides, and
   // fp16/bf16 are rounded once from the exact float sum on both sides.
   const gpu100::CompareResult cmp = gpu100::compare_exact(ref, d_c.download());
-  const gpu100::Timing t = timer.time(
-      [&] { day03::add_v4_ilp<T>(d_a.data(), d_b.data(), d_c.data(), n, nullptr); }, opt.timing());
+  const gpu100::Timing t =
+      run.time([&] { day03::add_v4_ilp<T>(d_a.data(), d_b.data(), d_c.data(), n, nullptr); });
   ResultRow row = gpu100::make_row(types_variant().name, precision, gpu100::size_label(n));
   row.ms = t.median_ms;
   row.ms_min = t.min_ms;
@@ -200,11 +194,12 @@ void run_type(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
 
 // ---- part "silu": fused against unfused ----
 
-void run_silu(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-              gpu100::ResultTable& table) {
-  const std::vector<float> a = gpu100::random_vector<float>(n, opt.seed + 20);
-  const std::vector<float> b = gpu100::random_vector<float>(n, opt.seed + 21);
-  const std::vector<float> c = gpu100::random_vector<float>(n, opt.seed + 22);
+void run_silu(int64_t n, const Options& opt, gpu100::DayRun& run) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
+  const std::vector<float> a = gpu100::random_vector<float>(n, opt.common.seed + 20);
+  const std::vector<float> b = gpu100::random_vector<float>(n, opt.common.seed + 21);
+  const std::vector<float> c = gpu100::random_vector<float>(n, opt.common.seed + 22);
   std::vector<float> ref(n);
   const double cpu_ms =
       time_cpu_ms(n, [&] { day03::silu_fused_cpu(a.data(), b.data(), c.data(), ref.data(), n); });
@@ -228,7 +223,7 @@ void run_silu(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
     CUDA_CHECK(cudaDeviceSynchronize());
     const gpu100::CompareResult cmp =
         gpu100::compare(ref, d_y.download(), day03::kSiluAbsTol, day03::kSiluRelTol);
-    const gpu100::Timing t = timer.time(launch, opt.timing());
+    const gpu100::Timing t = run.time(launch);
     ResultRow row = gpu100::make_row(v.name, "fp32", gpu100::size_label(n));
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
@@ -251,8 +246,8 @@ void run_silu(int64_t n, const Options& opt, double ceiling, gpu100::GpuTimer& t
 void run_transfers(const Options& opt, gpu100::ResultTable& table) {
   const int64_t n = opt.transfer_n;
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-  const std::vector<float> a = gpu100::random_vector<float>(n, opt.seed + 30);
-  const std::vector<float> b = gpu100::random_vector<float>(n, opt.seed + 31);
+  const std::vector<float> a = gpu100::random_vector<float>(n, opt.common.seed + 30);
+  const std::vector<float> b = gpu100::random_vector<float>(n, opt.common.seed + 31);
   std::vector<float> ref(n);
   const double cpu_ms =
       time_cpu_ms(n, [&] { day02::vector_add_cpu(a.data(), b.data(), ref.data(), n); });
@@ -284,7 +279,8 @@ void run_transfers(const Options& opt, gpu100::ResultTable& table) {
 
   // The host-to-host trip C = A + B: serial, then over k streams. Each is verified once (device
   // and host outputs poisoned first), then timed by wall clock, since it spans several streams.
-  const int warmup = std::min(opt.warmup, 2), iters = std::min(opt.iters, 10);
+  const int warmup = std::min(opt.common.timing.warmup, 2),
+            iters = std::min(opt.common.timing.iters, 10);
   const std::string shape = fmt::format("{} H2D+kernel+D2H", gpu100::size_label(n));
   double serial_ms = 0;
   auto trip_row = [&](const std::string& name, const std::function<void()>& trip, bool serial) {
@@ -330,7 +326,7 @@ void run_transfers(const Options& opt, gpu100::ResultTable& table) {
   // cudaMemcpy2D. Verified exactly (a copy).
   const int64_t m = opt.matrix;
   gpu100::PinnedBuffer<float> matrix(static_cast<size_t>(m * m));
-  gpu100::fill_uniform(matrix.data(), static_cast<size_t>(m * m), opt.seed + 40);
+  gpu100::fill_uniform(matrix.data(), static_cast<size_t>(m * m), opt.common.seed + 40);
   std::vector<float> column(m);
   for (int64_t r = 0; r < m; ++r) column[r] = matrix[static_cast<size_t>(r * m)];
   gpu100::DeviceBuffer<float> d_col(m);
@@ -412,7 +408,8 @@ int run(int argc, char** argv) {
   }
   Options opt;
   const bool sweep = args.get_flag("sweep");
-  const auto names = gpu100::split_list(args.get_string("variant"));
+  opt.common = gpu100::CommonOptions::read(args);
+  const auto& names = opt.common.variants;
   for (const auto& name : names) {
     if (day03::find_variant(name) == nullptr) {
       throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", name));
@@ -440,17 +437,12 @@ int run(int argc, char** argv) {
   opt.n = args.get_int("n");
   opt.transfer_n = args.get_int("transfer-n");
   opt.matrix = args.get_int("matrix");
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print(
-      "{}: what makes an elementwise kernel fast (C = A + B variants, types, fused SiLU, "
-      "transfers)\ndevice: {}\n",
-      kDay, device.one_line());
+  gpu100::DayRun run(kDay,
+                     "what makes an elementwise kernel fast (C = A + B variants, types, fused "
+                     "SiLU, transfers)",
+                     opt.common);
   // The largest part decides the device memory needed (parts run one after another).
   const size_t n = static_cast<size_t>(sweep ? int64_t(1) << 28 : opt.n);
   size_t need = 0;
@@ -461,34 +453,23 @@ int run(int argc, char** argv) {
     need = std::max(need, (3 * static_cast<size_t>(opt.transfer_n) + opt.matrix) * sizeof(float));
   }
   gpu100::require_device_memory(need, kDay);
-  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
-  fmt::print("\n");
 
-  gpu100::GpuTimer timer;
-  gpu100::ResultTable table;
   std::string verdict_extra;
   if (sweep) {
-    for (int k = 10; k <= 28; ++k)
-      run_add(int64_t(1) << k, opt, ceiling, timer, table, verdict_extra);
+    for (int k = 10; k <= 28; ++k) run_add(int64_t(1) << k, opt, run, verdict_extra);
     verdict_extra.clear();
   } else {
-    if (opt.has("add")) run_add(opt.n, opt, ceiling, timer, table, verdict_extra);
+    if (opt.has("add")) run_add(opt.n, opt, run, verdict_extra);
     if (opt.has("types")) {
       day03::for_each_type([&](auto tag) {
         using T = typename decltype(tag)::type;
-        if constexpr (!std::is_same_v<T, float>) run_type<T>(opt.n, opt, ceiling, timer, table);
+        if constexpr (!std::is_same_v<T, float>) run_type<T>(opt.n, opt, run);
       });
     }
-    if (opt.has("silu")) run_silu(opt.n, opt, ceiling, timer, table);
-    if (opt.has("transfers")) run_transfers(opt, table);
+    if (opt.has("silu")) run_silu(opt.n, opt, run);
+    if (opt.has("transfers")) run_transfers(opt, run.table());
   }
-  table.print(stdout, verdict_extra);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    table.write_json(
-        path, gpu100::RunInfo::make(sweep ? std::string(kDay) + "_sweep" : kDay, device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(sweep ? std::string(kDay) + "_sweep" : kDay, verdict_extra);
 }
 
 }  // namespace
