@@ -39,6 +39,7 @@
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "common/harness.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/timer.hpp"
@@ -59,8 +60,7 @@ struct Options {
   std::vector<int> filter_sizes;
   day08::ConvShape shape;
   bool bias = false;
-  gpu100::TimingOptions timing;
-  uint64_t seed = 42;
+  gpu100::CommonOptions common;
 };
 
 using Prec = day08::ConvPrecision;
@@ -85,11 +85,13 @@ void set_check(ResultRow& row, const gpu100::CompareResult& cmp) {
 }
 
 // ---- 1D --------------------------------------------------------------------------------------
-void run_conv1d(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-                gpu100::ResultTable& table) {
+void run_conv1d(const Options& opt, gpu100::DayRun& run) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   const int64_t n = opt.n1d;
-  const std::vector<float> x = gpu100::random_vector<float>(size_t(n), opt.seed);
-  const std::vector<float> mask = gpu100::random_vector<float>(size_t(opt.mask1d), opt.seed + 1);
+  const std::vector<float> x = gpu100::random_vector<float>(size_t(n), opt.common.seed);
+  const std::vector<float> mask =
+      gpu100::random_vector<float>(size_t(opt.mask1d), opt.common.seed + 1);
   std::vector<double> ref(static_cast<size_t>(n));
   const double cpu_ms = gpu100::time_host_ms(
       [&] { day08::conv1d_cpu(x.data(), mask.data(), n, opt.mask1d, ref.data()); }, 1, false);
@@ -111,7 +113,7 @@ void run_conv1d(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
     launch();
     CUDA_CHECK(cudaDeviceSynchronize());
     const auto cmp = gpu100::compare(ref, d_y.download(), tol.abs_tol, tol.rel_tol);
-    const gpu100::Timing t = timer.time(launch, opt.timing);
+    const gpu100::Timing t = run.time(launch);
     ResultRow row = gpu100::make_row(v.name, "fp32", shape);
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
@@ -123,11 +125,12 @@ void run_conv1d(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
 
 // ---- 2D filters ------------------------------------------------------------------------------
 // Returns the best variant's % of the copy ceiling for each mask width (for the verdict line).
-std::string run_filters(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-                        gpu100::ResultTable& table) {
+std::string run_filters(const Options& opt, gpu100::DayRun& run) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   const int h = opt.img_h, w = opt.img_w;
   const size_t count = size_t(h) * w;
-  const std::vector<float> x = gpu100::random_vector<float>(count, opt.seed + 2);
+  const std::vector<float> x = gpu100::random_vector<float>(count, opt.common.seed + 2);
   gpu100::DeviceBuffer<float> d_x(count), d_y(count),
       d_mask(day08::kMaxFilter2d * day08::kMaxFilter2d);
   d_x.upload(x);
@@ -135,14 +138,14 @@ std::string run_filters(const Options& opt, double ceiling, gpu100::GpuTimer& ti
   std::vector<int> rows;
   for (int i = 0; i < std::min(h, 4); ++i) rows.push_back(i), rows.push_back(h - 1 - i);
   for (int i = 0; i < 24; ++i) {
-    rows.push_back(static_cast<int>(gpu100::splitmix64(opt.seed * 31 + i) % uint64_t(h)));
+    rows.push_back(static_cast<int>(gpu100::splitmix64(opt.common.seed * 31 + i) % uint64_t(h)));
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   std::string summary;
   for (int mw : opt.filter_sizes) {
     const std::vector<float> mask =
-        gpu100::random_vector<float>(size_t(mw) * mw, opt.seed + 3 + mw);
+        gpu100::random_vector<float>(size_t(mw) * mw, opt.common.seed + 3 + mw);
     d_mask.upload(mask);
     std::vector<double> ref(rows.size() * w);
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -165,7 +168,7 @@ std::string run_filters(const Options& opt, double ceiling, gpu100::GpuTimer& ti
                               sizeof(float) * w, cudaMemcpyDeviceToHost));
       }
       const auto cmp = gpu100::compare(ref, got, tol.abs_tol, tol.rel_tol);
-      const gpu100::Timing t = timer.time(launch, opt.timing);
+      const gpu100::Timing t = run.time(launch);
       ResultRow row = gpu100::make_row(v.name, "fp32", shape);
       row.ms = t.median_ms;
       row.ms_min = t.min_ms;
@@ -202,15 +205,16 @@ std::string first_library_call(const std::function<void()>& launch) {
   }
 }
 
-std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& timer,
-                       gpu100::ResultTable& table) {
+std::string run_conv2d(const Options& opt, gpu100::DayRun& run) {
+  gpu100::ResultTable& table = run.table();
+  const double ceiling = run.ceiling_gbps();
   const day08::ConvShape& s = opt.shape;
   const int P = s.p(), Q = s.q();
   const size_t x_count = size_t(s.n) * s.c * s.h * s.w, w_count = size_t(s.k) * s.c * s.r * s.s;
   const size_t y_count = size_t(s.n) * s.k * P * Q;
-  const std::vector<float> x = gpu100::random_vector<float>(x_count, opt.seed + 20);
-  const std::vector<float> w = gpu100::random_vector<float>(w_count, opt.seed + 21);
-  const std::vector<float> bias = gpu100::random_vector<float>(size_t(s.k), opt.seed + 22);
+  const std::vector<float> x = gpu100::random_vector<float>(x_count, opt.common.seed + 20);
+  const std::vector<float> w = gpu100::random_vector<float>(w_count, opt.common.seed + 21);
+  const std::vector<float> bias = gpu100::random_vector<float>(size_t(s.k), opt.common.seed + 22);
   const float* h_bias = opt.bias ? bias.data() : nullptr;
   gpu100::DeviceBuffer<float> d_x(x_count), d_w(w_count), d_b(size_t(s.k)), d_y(y_count);
   d_x.upload(x);
@@ -243,7 +247,7 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
     for (size_t i = 0; i < y_count; ++i) idx.push_back(i);
   } else {
     for (uint64_t i = 0; i < 16384; ++i) {
-      const uint64_t hsh = gpu100::splitmix64(opt.seed * 7919 + i);
+      const uint64_t hsh = gpu100::splitmix64(opt.common.seed * 7919 + i);
       const size_t nk = size_t(hsh % (uint64_t(s.n) * s.k));
       int p = static_cast<int>((hsh >> 20) % uint64_t(P)),
           q = static_cast<int>((hsh >> 40) % uint64_t(Q));
@@ -347,7 +351,7 @@ std::string run_conv2d(const Options& opt, double ceiling, gpu100::GpuTimer& tim
           std::vector<float>(got.size(), 0.f), got, std::numeric_limits<double>::infinity(), 0);
       if (!written.ok) cmp = written, cmp.ok = false;
     }
-    const gpu100::Timing t = timer.time(launch, opt.timing);
+    const gpu100::Timing t = run.time(launch);
     row.ms = t.median_ms;
     row.ms_min = t.min_ms;
     set_check(row, cmp);
@@ -502,14 +506,10 @@ int run(int argc, char** argv) {
     throw gpu100::UsageError(e.what());
   }
   opt.bias = args.get_flag("bias");
-  opt.timing.iters = static_cast<int>(args.get_int("iters"));
-  opt.timing.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.timing.flush_l2 = !args.get_flag("no-flush-l2");
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
+  opt.common = gpu100::CommonOptions::read(args);
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("{}: PMPP convolution and a Conv2d layer\ndevice: {}\n", kDay, device.one_line());
+  gpu100::DayRun run(kDay, "PMPP convolution and a Conv2d layer", opt.common);
   if (const auto lacked = gpu100::refuse_or_list_lacked(day08::conv2d_variants(), opt.variants);
       opt.conv && !lacked.empty()) {
     fmt::print("{}\n", lacked);
@@ -523,30 +523,19 @@ int run(int argc, char** argv) {
     need = std::max(need, conv_bytes + (size_t(256) << 20));  // + v3's scratch, cuDNN's workspace
   }
   gpu100::require_device_memory(need + (size_t(64) << 20), kDay);
-  const double ceiling =
-      gpu100::measure_and_report_ceiling(opt.timing.iters, opt.timing.warmup, opt.timing.flush_l2);
-  fmt::print("\n");
-
-  gpu100::GpuTimer timer;
-  gpu100::ResultTable table;
   std::vector<std::string> parts;
   if (opt.filters) {
-    run_conv1d(opt, ceiling, timer, table);
-    const std::string f = run_filters(opt, ceiling, timer, table);
+    run_conv1d(opt, run);
+    const std::string f = run_filters(opt, run);
     if (!f.empty()) parts.push_back(f);
   }
   if (opt.conv) {
-    const std::string c = run_conv2d(opt, ceiling, timer, table);
+    const std::string c = run_conv2d(opt, run);
     if (!c.empty()) parts.push_back(c);
   }
   std::string extra;
   for (const auto& p : parts) extra += (extra.empty() ? "" : "; ") + p;
-  table.print(stdout, extra);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    table.write_json(path, gpu100::RunInfo::make(kDay, device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(kDay, extra);
 }
 
 }  // namespace
