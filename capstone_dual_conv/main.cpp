@@ -32,6 +32,7 @@
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
+#include "common/harness.hpp"
 #include "common/random.hpp"
 #include "common/results.hpp"
 #include "common/tags.hpp"
@@ -56,9 +57,8 @@ struct Options {
   int h = 416, w = 544, n = 8;
   Activation act = Activation::kRelu;
   std::vector<std::string> variants;  // empty: all
-  int warmup = 5, iters = 20;
-  uint64_t seed = 42;
-  bool flush_l2 = true, sweep = false;
+  gpu100::CommonOptions common;
+  bool sweep = false;
   int samples = 20000;
   std::string layer_name;
 };
@@ -115,7 +115,7 @@ CheckSet make_checks(const Options& opt, const BatchShape& b, const std::vector<
       }
     for (int i = 0; i < opt.samples; ++i) {
       idx.push_back(
-          static_cast<int64_t>(gpu100::splitmix64(opt.seed * 7919 + i) % uint64_t(total)));
+          static_cast<int64_t>(gpu100::splitmix64(opt.common.seed * 7919 + i) % uint64_t(total)));
     }
   }
   for (int s = 0; s < 2; ++s) {
@@ -184,8 +184,8 @@ std::vector<ResultRow> run_config(const Options& opt, Buffers& buf, bool epilogu
   const DualConvShape& sh = opt.shape;
   const BatchShape& b = buf.b;
   const Activation act = epilogue ? opt.act : Activation::kNone;
-  capstone::StreamParams prm[2] = {make_params(sh, 0, epilogue, opt.seed + 100),
-                                   make_params(sh, 1, epilogue, opt.seed + 200)};
+  capstone::StreamParams prm[2] = {make_params(sh, 0, epilogue, opt.common.seed + 100),
+                                   make_params(sh, 1, epilogue, opt.common.seed + 200)};
   DualConv2d layer(sh);
   layer.set_params(0, prm[0]);
   layer.set_params(1, prm[1]);
@@ -226,12 +226,13 @@ std::vector<ResultRow> run_config(const Options& opt, Buffers& buf, bool epilogu
       const gpu100::CompareResult cmp = check_outputs(checks, out, spec.out, sh);
       // Fewer repeats at large N: about a second per row.
       gpu100::TimingOptions t;
-      t.flush_l2 = opt.flush_l2;
+      t.flush_l2 = opt.common.timing.flush_l2;
       const gpu100::Timing probe = timer.time(
           [&] { layer.forward(rgb, depth, out[0], out[1], nullptr); }, {0, 1, false, nullptr});
-      t.iters =
-          std::clamp(static_cast<int>(1000.0 / std::max(probe.median_ms, 1e-3)), 3, opt.iters);
-      t.warmup = probe.median_ms > 5 ? std::min(opt.warmup, 1) : opt.warmup;
+      t.iters = std::clamp(static_cast<int>(1000.0 / std::max(probe.median_ms, 1e-3)), 3,
+                           opt.common.timing.iters);
+      t.warmup =
+          probe.median_ms > 5 ? std::min(opt.common.timing.warmup, 1) : opt.common.timing.warmup;
       const gpu100::Timing tm =
           timer.time([&] { layer.forward(rgb, depth, out[0], out[1], nullptr); }, t);
       row.ms = tm.median_ms;
@@ -307,8 +308,8 @@ bool allocate(Buffers& buf, const Options& opt, const BatchShape& b, std::string
   }
   buf = Buffers{};
   buf.b = b;
-  buf.x[0] = gpu100::random_vector<float>(in1, opt.seed);
-  buf.x[1] = gpu100::random_vector<float>(in2, opt.seed + 1);
+  buf.x[0] = gpu100::random_vector<float>(in1, opt.common.seed);
+  buf.x[1] = gpu100::random_vector<float>(in2, opt.common.seed + 1);
   for (int s = 0; s < 2; ++s) {
     buf.d_x[s] = gpu100::DeviceBuffer<float>(buf.x[s].size());
     buf.d_x[s].upload(buf.x[s]);
@@ -370,16 +371,13 @@ int run(int argc, char** argv) {
   opt.n = static_cast<int>(args.get_int("batch"));
   opt.sweep = args.get_flag("sweep");
   opt.samples = static_cast<int>(args.get_int("samples"));
-  opt.iters = static_cast<int>(args.get_int("iters"));
-  opt.warmup = static_cast<int>(args.get_int("warmup"));
-  opt.seed = static_cast<uint64_t>(args.get_int("seed"));
-  opt.flush_l2 = !args.get_flag("no-flush-l2");
+  opt.common = gpu100::CommonOptions::read(args);
   try {
     opt.act = capstone::parse_activation(args.get_string("act"));
   } catch (const std::invalid_argument& e) {
     throw gpu100::UsageError(e.what());
   }
-  opt.variants = gpu100::split_list(args.get_string("variant"));
+  opt.variants = opt.common.variants;
   for (const auto& v : opt.variants) {
     if (capstone::find_implementation(v) == nullptr) {
       throw gpu100::UsageError(fmt::format("unknown variant '{}' (see --list)", v));
@@ -394,21 +392,20 @@ int run(int argc, char** argv) {
   }
 
   // Everything above is argument handling; the GPU is touched from here on.
-  const gpu100::DeviceSummary device = gpu100::query_device();
-  fmt::print("{}: dual-stream convolution, {} layer, fp32{}\ndevice: {}\n", kDay, opt.layer_name,
-             capstone::cudnn_available() ? "" : " (cuDNN not found: its rows are skipped)",
-             device.one_line());
+  gpu100::DayRun run(
+      kDay,
+      fmt::format("dual-stream convolution, {} layer, fp32{}", opt.layer_name,
+                  capstone::cudnn_available() ? "" : " (cuDNN not found: its rows are skipped)"),
+      opt.common);
   if (!opt.sweep) {
     const DualConvShape& s = opt.shape;
     const size_t need = 4 * (size_t(opt.n) * (s.c1 + s.c2) * opt.h * opt.w +
                              2 * size_t(opt.n) * s.k * s.p(opt.h) * s.q(opt.w));
     gpu100::require_device_memory(need, kDay);
   }
-  const double ceiling = gpu100::measure_and_report_ceiling(opt.iters, opt.warmup, opt.flush_l2);
-  fmt::print("\n");
-
-  gpu100::GpuTimer timer;
-  gpu100::ResultTable table;
+  const double ceiling = run.ceiling_gbps();
+  gpu100::GpuTimer timer;  // its own: the rows' repeats adapt to their time (run_config)
+  gpu100::ResultTable& table = run.table();
   std::string verdict_extra;
   for (int n : batches) {
     Buffers buf;
@@ -476,15 +473,9 @@ int run(int argc, char** argv) {
     for (auto& r : rows_epi) table.add(r);
   }
   fmt::print("\n");
-  table.print(stdout, verdict_extra);
-  if (const std::string& path = args.get_string("json"); !path.empty()) {
-    const std::string name =
-        fmt::format("{}_{}_{}", kDay, opt.layer_name,
-                    opt.sweep ? std::string("sweep") : fmt::format("n{}", opt.n));
-    table.write_json(path, gpu100::RunInfo::make(name, device, ceiling));
-    fmt::print("wrote {}\n", path);
-  }
-  return table.all_ok() ? gpu100::kExitOk : gpu100::kExitFailed;
+  return run.finish(fmt::format("{}_{}_{}", kDay, opt.layer_name,
+                                opt.sweep ? std::string("sweep") : fmt::format("n{}", opt.n)),
+                    verdict_extra);
 }
 
 }  // namespace
