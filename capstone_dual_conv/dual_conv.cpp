@@ -12,6 +12,8 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
+#include "common/random.hpp"
+#include "common/sample.hpp"
 #include "conv.hpp"
 #include "cudnn_conv.hpp"
 #include "kernels.cuh"
@@ -70,6 +72,34 @@ double conv_point_cpu(const DualConvShape& sh, int stream, const BatchShape& b, 
     }
   }
   return epilogue_cpu(acc, prm, act, k);
+}
+
+std::vector<double> conv_points_cpu(const DualConvShape& sh, int stream, const BatchShape& b,
+                                    const float* x, const StreamParams& prm, Activation act,
+                                    const std::vector<int64_t>& idx) {
+  const gpu100::Dims4 d{b.n, sh.k, sh.p(b.h), sh.q(b.w)};
+  std::vector<double> ref(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const gpu100::Index4 o = gpu100::unflatten(d, idx[j]);
+    ref[j] = conv_point_cpu(sh, stream, b, x, prm, act, int(o.n), int(o.c), int(o.h), int(o.w));
+  }
+  return ref;
+}
+
+StreamParams random_params(const DualConvShape& sh, int stream, bool bias, bool bn, uint64_t seed) {
+  StreamParams prm;
+  const int crs = sh.c(stream) * sh.r * sh.s;
+  prm.weight = gpu100::random_vector<float>(size_t(sh.k) * crs, seed);
+  for (auto& v : prm.weight) v /= std::sqrt(float(crs));
+  if (bias) prm.bias = gpu100::random_vector<float>(sh.k, seed + 1, -0.5, 0.5);
+  if (bn) {
+    prm.has_bn = true;
+    prm.bn.gamma = gpu100::random_vector<float>(sh.k, seed + 2, 0.5, 1.5);
+    prm.bn.beta = gpu100::random_vector<float>(sh.k, seed + 3, -0.5, 0.5);
+    prm.bn.mean = gpu100::random_vector<float>(sh.k, seed + 4, -0.5, 0.5);
+    prm.bn.var = gpu100::random_vector<float>(sh.k, seed + 5, 0.5, 1.5);
+  }
+  return prm;
 }
 
 std::vector<float> conv_stream_cpu(const DualConvShape& sh, int stream, const BatchShape& b,

@@ -73,6 +73,12 @@ struct StreamParams {
   BatchNormParams bn;
 };
 
+// Seeded parameters of one stream, for the binary and the tests: weights in [-1, 1] scaled by
+// 1/sqrt(C R S) (so the outputs stay O(1) at any depth); with `bias`, a bias in [-0.5, 0.5]; with
+// `bn`, BN statistics (gamma and var in [0.5, 1.5], beta and mean in [-0.5, 0.5]).
+StreamParams random_params(const DualConvShape& shape, int stream, bool bias, bool bn,
+                           uint64_t seed);
+
 // ---- CPU reference (double accumulation) -------------------------------------------------------
 // y [N, K, P, Q] of one stream, epilogue included, every element computed in double and rounded
 // once to float.
@@ -82,6 +88,10 @@ std::vector<float> conv_stream_cpu(const DualConvShape& shape, int stream, const
 // One output element (n, k, p, q) of one stream in double: for the sampled checks at large N.
 double conv_point_cpu(const DualConvShape& shape, int stream, const BatchShape& b, const float* x,
                       const StreamParams& prm, Activation act, int n, int k, int p, int q);
+// conv_point_cpu at flat [N, K, P, Q] output indices (from gpu100::sample_points).
+std::vector<double> conv_points_cpu(const DualConvShape& shape, int stream, const BatchShape& b,
+                                    const float* x, const StreamParams& prm, Activation act,
+                                    const std::vector<int64_t>& idx);
 // The tolerance of an fp32 result: |got - ref| <= abs_tol + rel_tol |ref| with abs_tol growing
 // with the number of products summed (C R S); bf16 output adds its rounding (2^-8 relative).
 double abs_tolerance(const DualConvShape& shape, OutType out);

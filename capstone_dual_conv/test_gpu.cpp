@@ -55,21 +55,9 @@ const std::vector<Case> kCases = {
 enum class Epi { kNone, kBiasRelu, kBnSilu, kBiasBnFoldedRelu };
 
 StreamParams make_params(const DualConvShape& sh, int stream, Epi epi, uint64_t seed) {
-  StreamParams prm;
-  const int crs = sh.c(stream) * sh.r * sh.s;
-  prm.weight = gpu100::random_vector<float>(size_t(sh.k) * crs, seed);
-  for (auto& v : prm.weight) v /= std::sqrt(float(crs));
-  if (epi == Epi::kBiasRelu || epi == Epi::kBiasBnFoldedRelu) {
-    prm.bias = gpu100::random_vector<float>(sh.k, seed + 1, -0.5, 0.5);
-  }
-  if (epi == Epi::kBnSilu || epi == Epi::kBiasBnFoldedRelu) {
-    prm.has_bn = true;
-    prm.bn.gamma = gpu100::random_vector<float>(sh.k, seed + 2, 0.5, 1.5);
-    prm.bn.beta = gpu100::random_vector<float>(sh.k, seed + 3, -0.5, 0.5);
-    prm.bn.mean = gpu100::random_vector<float>(sh.k, seed + 4, -0.5, 0.5);
-    prm.bn.var = gpu100::random_vector<float>(sh.k, seed + 5, 0.5, 1.5);
-  }
-  return prm;
+  const bool bias = epi == Epi::kBiasRelu || epi == Epi::kBiasBnFoldedRelu;
+  const bool bn = epi == Epi::kBnSilu || epi == Epi::kBiasBnFoldedRelu;
+  return capstone::random_params(sh, stream, bias, bn, seed);
 }
 
 Activation act_of(Epi e) {

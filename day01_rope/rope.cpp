@@ -114,31 +114,6 @@ template void rope_cpu<double>(const double*, const double*, double*, double*, c
 template void rope_cpu<__nv_bfloat16>(const __nv_bfloat16*, const __nv_bfloat16*, double*, double*,
                                       const RopeParams&, bool);
 
-template <typename T>
-double max_pair_rel_err(const double* ref, const T* got, int64_t heads, const RopeParams& p) {
-  const int64_t half_dim = p.dim / 2;
-  const int64_t head_count = p.batch * p.seq * heads;
-  double worst2 = 0;  // squared, so the loop needs no sqrt (and no slow std::hypot)
-  for (int64_t h = 0; h < head_count; ++h) {
-    const int64_t head = h * p.dim;
-    for (int64_t i = 0; i < half_dim; ++i) {
-      const PairOf e = pair_of(i, p.dim, p.style);
-      const double g0 = gpu100::to_double(got[head + e.a]), g1 = gpu100::to_double(got[head + e.b]);
-      if (!std::isfinite(g0) || !std::isfinite(g1)) return std::numeric_limits<double>::infinity();
-      const double r0 = ref[head + e.a], r1 = ref[head + e.b];
-      const double norm2 = r0 * r0 + r1 * r1;
-      const double d0 = g0 - r0, d1 = g1 - r1;
-      if (norm2 > 0) worst2 = std::fmax(worst2, (d0 * d0 + d1 * d1) / norm2);
-    }
-  }
-  return std::sqrt(worst2);
-}
-
-template double max_pair_rel_err<float>(const double*, const float*, int64_t, const RopeParams&);
-template double max_pair_rel_err<double>(const double*, const double*, int64_t, const RopeParams&);
-template double max_pair_rel_err<__nv_bfloat16>(const double*, const __nv_bfloat16*, int64_t,
-                                                const RopeParams&);
-
 // ---- The cos/sin table ---------------------------------------------------------------------
 
 std::vector<float2> rope_table_cpu(int64_t positions, int64_t dim, double base) {

@@ -67,13 +67,6 @@ template <typename T>
 void rope_cpu(const T* q, const T* k, double* q_out, double* k_out, const RopeParams& p,
               bool inverse = false);
 
-// The error of a result as the reports state it: the largest |got - ref|_2 / |ref|_2 over pairs
-// (a rotation preserves each pair's length, so this is the error relative to the input pair; an
-// element-wise relative error is meaningless where a rotated coordinate passes near zero).
-// `heads` is Hq for Q and Hkv for K. NaN or inf in `got` gives +inf.
-template <typename T>
-double max_pair_rel_err(const double* ref, const T* got, int64_t heads, const RopeParams& p);
-
 // ---- The cos/sin table (v2 to v5) ----------------------------------------------------------
 
 // Entry [m * (D/2) + i] = (cos(m theta_i), sin(m theta_i)) for 0 <= m < positions, computed in

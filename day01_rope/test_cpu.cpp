@@ -190,17 +190,6 @@ TEST_CASE("rope_table_cpu: entry (m, i) is (cos, sin)(m theta_i) rounded to fp32
   CHECK_THROWS_AS(day01::rope_table_cpu(0, 4, 100.0), std::invalid_argument);
 }
 
-TEST_CASE("max_pair_rel_err: the error of a pair relative to its length", "[cpu]") {
-  const RopeParams p = make_params(1, 1, 1, 1, 4, 0, RopeStyle::kInterleaved);
-  const std::vector<double> ref = {3, 4, 0, 1e-3};
-  std::vector<float> got = {3.0f, 4.0f, 0.0f, 1e-3f};
-  CHECK(day01::max_pair_rel_err(ref.data(), got.data(), 1, p) < 1e-7);
-  got[0] = 3.5f;  // |(0.5, 0)| / |(3, 4)| = 0.1
-  CHECK(day01::max_pair_rel_err(ref.data(), got.data(), 1, p) == Catch::Approx(0.1).epsilon(1e-6));
-  got[3] = std::numeric_limits<float>::quiet_NaN();
-  CHECK(std::isinf(day01::max_pair_rel_err(ref.data(), got.data(), 1, p)));
-}
-
 TEST_CASE("bad shapes are rejected with std::invalid_argument", "[cpu]") {
   const RopeParams good = make_params(2, 7, 3, 1, 6, 0, RopeStyle::kInterleaved);
   REQUIRE_NOTHROW(day01::validate(good));

@@ -118,6 +118,17 @@ const GemmVariant* find_gemm_variant(const std::string& name);
 void gemm(const std::string& variant, GemmShape s, float alpha, const float* a, const float* b,
           float beta, float* c, cudaStream_t stream = nullptr);
 
+// ---- the pass rule ------------------------------------------------------------------------------
+// The one rule of every GEMM check (the binary's and the tests'): an entry passes when
+// |got - ref| <= abs_tol + rel_tol |ref| (gpu100::compare), for inputs in [-1, 1].
+//  - fp32, and bf16 checked against a reference on the same rounded inputs: only the summation
+//    order differs from the exact sum. K fp32 roundings of partial sums of size ~sqrt(K)/3 add up
+//    to about u K / 3 (u = 2^-24); abs_tol = 8 u K + 1e-6 (2.0e-3 at K = 4096).
+//  - tf32: each input keeps 10 mantissa bits, a random error of about 2.5e-4 sqrt(K) per entry
+//    when truncated (wgmma), half that when rounded (mma.sync, WMMA); abs_tol = 2e-3 sqrt(K).
+//  - rel_tol = 1e-5. abs_tol scales with max(1, |alpha|), as the error of alpha A B does.
+gpu100::Tolerance gemm_tolerance(Precision p, int k, double alpha = 1.0);
+
 // ---- CPU reference ----------------------------------------------------------------------------
 // Cache-blocked, accumulating in double. C = alpha * A * B + beta * C (C not read if beta == 0).
 void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double beta, float* c);

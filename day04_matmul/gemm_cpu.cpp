@@ -1,5 +1,6 @@
 // day04: the CPU reference, argument checks, the registry and the call-by-name API.
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,6 +51,13 @@ void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double 
       }
     }
   }
+}
+
+gpu100::Tolerance gemm_tolerance(Precision p, int k, double alpha) {
+  const double scale = std::max(1.0, std::fabs(alpha));
+  const double u = 0x1p-24;  // the fp32 rounding unit
+  const double abs_tol = p == Precision::kTf32 ? 2e-3 * std::sqrt(double(k)) : 8 * u * k + 1e-6;
+  return {scale * abs_tol, 1e-5};
 }
 
 double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col) {

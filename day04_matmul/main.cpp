@@ -57,17 +57,10 @@ void run_transpose(int m, int n, const Options& opt, gpu100::DayRun& run, std::s
   double best = 0;
   for (const auto& v : day04::transpose_variants()) {
     if (!opt.selected(v.name)) continue;
-    d_out.poison();
-    v.launch(d_in.data(), d_out.data(), m, n, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const auto cmp = gpu100::compare_exact(ref, d_out.download());  // a copy: exact
-    const auto t = run.time([&] { v.launch(d_in.data(), d_out.data(), m, n, nullptr); });
-    ResultRow row = gpu100::make_row(v.name, "fp32", shape);
-    row.ms = t.median_ms;
-    row.ms_min = t.min_ms;
-    row.max_rel_err = cmp.max_rel;
-    row.ok = cmp.ok;
-    if (!cmp.ok) row.note = cmp.summary();
+    ResultRow row = run.measure(
+        v.name, "fp32", shape, [&] { d_out.poison(); },
+        [&] { v.launch(d_in.data(), d_out.data(), m, n, nullptr); },
+        [&] { return gpu100::compare_exact(ref, d_out.download()); });  // a copy: exact
     gpu100::derive(row, bytes, 0, ceiling, cpu_ms, 0);
     best = std::max(best, row.pct_of_ceiling.value_or(0));
     table.add(row);
@@ -84,32 +77,6 @@ struct GemmInputs {
   gpu100::DeviceBuffer<float> ref_fp32;  // cuBLAS fp32 on the fp32 inputs
   gpu100::DeviceBuffer<float> ref_bf16;  // cuBLAS fp32 on the bf16-rounded inputs
 };
-
-// Relative error measure for a GEMM: max |got - ref| / max |ref| (normwise, so entries of C near
-// zero do not blow it up), and the pass rule for each precision.
-struct GemmCheck {
-  double err = 0;
-  bool ok = false;
-  std::string detail;
-};
-
-GemmCheck check_gemm(const std::vector<float>& ref, const std::vector<float>& got,
-                     day04::Precision p, int k) {
-  double ref_max = 0;
-  for (float x : ref) ref_max = std::max(ref_max, double(std::fabs(x)));
-  const auto cmp = gpu100::compare(ref, got, 1e30, 0.0);  // only for the norms; NaN still fails
-  GemmCheck c;
-  c.err = ref_max > 0 ? cmp.max_abs / ref_max : cmp.max_abs;
-  // fp32 and bf16 (against the reference on the same rounded inputs) differ only in summation
-  // order; TF32 rounds every input to 10 mantissa bits.
-  // The summation-order difference grows like sqrt(K): 1.6e-5 at K = 4096 (measured: 0 for every
-  // fp32 variant, 5.7e-6 for BF16), 2.3e-5 at K = 8192.
-  const double tol = p == day04::Precision::kTf32 ? 1e-2 : 2.5e-7 * std::sqrt(double(k));
-  c.ok = cmp.ok && c.err <= tol;
-  c.detail = fmt::format("max |err| / max |ref| = {:.2e} (tolerance {:.0e}); {}", c.err, tol,
-                         cmp.summary());
-  return c;
-}
 
 void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::DayRun& run,
               std::string& verdict) {
@@ -141,20 +108,19 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> ref32 = in.ref_fp32.download(), ref16 = in.ref_bf16.download();
 
-  // cuBLAS itself against double-precision dot products at 257 sampled entries.
-  double worst = 0, ref_max = 0;
+  // cuBLAS itself against double-precision dot products at 257 sampled entries, by the same rule.
+  const gpu100::Tolerance tol32 = day04::gemm_tolerance(day04::Precision::kFp32, s.k);
+  gpu100::CompareResult cublas;
+  cublas.count = 257;
   for (int i = 0; i < 257; ++i) {
     const int r = int(gpu100::splitmix64(opt.common.seed + 100 + i) % s.m);
     const int c = int(gpu100::splitmix64(opt.common.seed + 500 + i) % s.n);
     const double exact = day04::dot_cpu(s, a.data(), b.data(), r, c);
-    worst = std::max(worst, std::fabs(exact - ref32[size_t(r) * s.n + c]));
-    ref_max = std::max(ref_max, std::fabs(exact));
+    gpu100::record(cublas, size_t(r) * s.n + c, exact, ref32[size_t(r) * s.n + c],
+                   tol32.abs_tol + tol32.rel_tol * std::fabs(exact));
   }
-  const bool cublas_ok = worst <= 1e-5 * std::max(ref_max, 1.0);
-  fmt::print(
-      "reference: cuBLAS fp32 vs double CPU at 257 sampled entries: max |err| {:.2e} "
-      "(max |C| {:.2f}): {}\n",
-      worst, ref_max, cublas_ok ? "ok" : "MISMATCH");
+  fmt::print("reference: cuBLAS fp32 against the double CPU at 257 sampled entries: {}\n",
+             cublas.summary());
 
   // The CPU reference at full size would take minutes: time it at 1024^3 (or the problem size,
   // if smaller) and scale by the FLOP ratio. The rows say so.
@@ -196,23 +162,22 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
         v.bf16(s, 1.f, in.a16.data(), in.b16.data(), 0.f, in.c.data(), nullptr);
       }
     };
-    in.c.poison();  // beta = 0: C is never read, so NaN must be overwritten everywhere
-    launch();       // (for v8_autotuned this first call also runs the tuning)
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const auto chk = check_gemm(v.precision == day04::Precision::kBf16 ? ref16 : ref32,
-                                in.c.download(), v.precision, s.k);
-    const auto t = run.time(launch);
-    ResultRow row = gpu100::make_row(v.name, day04::to_string(v.precision), shape);
-    row.ms = t.median_ms;
-    row.ms_min = t.min_ms;
-    row.max_rel_err = chk.err;
-    // The fp32 library row was also checked against the CPU at sampled entries (cublas_ok).
-    row.ok = chk.ok && (!v.is_library || v.precision != day04::Precision::kFp32 || cublas_ok);
+    // beta = 0: C is never read, so its NaN poison must be overwritten everywhere. For
+    // v8_autotuned the first call also runs the tuning.
+    const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k);
+    const std::vector<float>& ref = v.precision == day04::Precision::kBf16 ? ref16 : ref32;
+    ResultRow row = run.measure(
+        v.name, day04::to_string(v.precision), shape, [&] { in.c.poison(); }, launch,
+        [&] {
+          const auto cmp = gpu100::compare(ref, in.c.download(), tol.abs_tol, tol.rel_tol);
+          // The fp32 library row is also the reference: it answers for the sampled CPU check.
+          const bool reference = v.is_library && v.precision == day04::Precision::kFp32;
+          return reference ? gpu100::worst_of({cmp, cublas}) : cmp;
+        });
     gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
     if (v.precision == day04::Precision::kFp32)
       row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;
-    if (!chk.ok) row.note = chk.detail;
-    if (v.row_note != nullptr) row.note = v.row_note(s);
+    if (v.row_note != nullptr) row.note = v.row_note(s) + (row.note.empty() ? "" : "; " + row.note);
     measured.push_back({&v, row});
   }
   // Ratios to the cuBLAS call of the same precision, once all rows are timed.

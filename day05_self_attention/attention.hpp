@@ -123,8 +123,8 @@ Reference attention_cpu(const AttentionShape& s, const std::vector<float>& q,
 
 // ---- checks ----------------------------------------------------------------------------------
 // Element e passes when |got - ref| <= tol * abs_o[e]: the error of a weighted sum of V is
-// bounded by the rounding unit times sum_j p_j |v_j| (see the README). "max_rel" of the result is
-// the largest |got - ref| / abs_o. NaN never passes.
+// bounded by the rounding unit times sum_j p_j |v_j| (see the README): that is the allowance of
+// gpu100::record, so err_over_tol is the largest |got - ref| / (tol * abs_o). NaN never passes.
 constexpr double kFp32Tol = 2e-5;
 constexpr double kBf16Tol = 1e-2;
 inline double tolerance(Precision p) {

@@ -19,23 +19,6 @@ int32_t wrap32(int64_t v) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
 }
 
-// Records one element's verdict in r (the fields of gpu100::CompareResult).
-void record(gpu100::CompareResult& r, size_t i, double ref, double got, double tol) {
-  const double diff = std::isnan(got) || std::isinf(got) ? std::numeric_limits<double>::infinity()
-                                                         : std::fabs(got - ref);
-  r.max_abs = std::fmax(r.max_abs, diff);
-  if (ref != 0) r.max_rel = std::fmax(r.max_rel, diff / std::fabs(ref));
-  if (!(diff <= tol)) {
-    if (r.first_bad < 0) {
-      r.first_bad = static_cast<int64_t>(i);
-      r.ref_at_first_bad = ref;
-      r.got_at_first_bad = got;
-    }
-    ++r.num_bad;
-    r.ok = false;
-  }
-}
-
 }  // namespace
 
 double reduce_cpu(const float* x, int64_t n) {
@@ -83,10 +66,10 @@ gpu100::CompareResult check_scan(const std::vector<float>& x, const std::vector<
   }
   double sum = 0, abs_sum = 0;  // the double prefix, and the prefix of |x| that scales the bound
   for (size_t i = 0; i < x.size(); ++i) {
-    if (exclusive) record(r, i, sum, got[i], kFp32TolC * kFp32Eps * abs_sum);
+    if (exclusive) gpu100::record(r, i, sum, got[i], kFp32TolC * kFp32Eps * abs_sum);
     sum += x[i];
     abs_sum += std::fabs(static_cast<double>(x[i]));
-    if (!exclusive) record(r, i, sum, got[i], kFp32TolC * kFp32Eps * abs_sum);
+    if (!exclusive) gpu100::record(r, i, sum, got[i], kFp32TolC * kFp32Eps * abs_sum);
   }
   return r;
 }
@@ -103,15 +86,15 @@ gpu100::CompareResult check_reduce(const std::vector<float>& x, float got) {
   r.count = 1;
   double abs_sum = 0;
   for (float v : x) abs_sum += std::fabs(static_cast<double>(v));
-  record(r, 0, reduce_cpu(x.data(), static_cast<int64_t>(x.size())), got,
-         kFp32TolC * kFp32Eps * abs_sum);
+  gpu100::record(r, 0, reduce_cpu(x.data(), static_cast<int64_t>(x.size())), got,
+                 kFp32TolC * kFp32Eps * abs_sum);
   return r;
 }
 
 gpu100::CompareResult check_reduce(const std::vector<int32_t>& x, int32_t got) {
   gpu100::CompareResult r;
   r.count = 1;
-  record(r, 0, reduce_cpu(x.data(), static_cast<int64_t>(x.size())), got, 0.0);
+  gpu100::record(r, 0, reduce_cpu(x.data(), static_cast<int64_t>(x.size())), got, 0.0);
   return r;
 }
 

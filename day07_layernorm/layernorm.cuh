@@ -22,10 +22,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/compare.hpp"
+#include "common/half.hpp"
 #include "common/precision.hpp"
+#include "common/random.hpp"
 
 namespace day07 {
 
@@ -37,6 +40,38 @@ constexpr float kDefaultEps = 1e-5f;
 
 // Throws std::invalid_argument unless rows >= 1, 1 <= dim <= kMaxDim, rows * dim <= kMaxElements.
 void validate_shape(int64_t rows, int64_t dim);
+
+// ---- inputs, the binary's and the tests' ----
+// x and dy in [-1, 1] (x shifted by x_offset: the large-mean test), gamma in [0.5, 1.5], beta in
+// [-1, 1], as floats; for bf16 the values rounded to bf16, so that the CPU reference sees what the
+// GPU reads (T tags which). storage<T> gives them as the GPU stores them.
+template <typename T>
+struct Problem {
+  int64_t rows = 0, dim = 0;
+  std::vector<float> x, gamma, beta, dy;
+};
+template <typename T>
+Problem<T> make_problem(int64_t rows, int64_t dim, uint64_t seed, double x_offset = 0.0) {
+  Problem<T> p{rows,
+               dim,
+               gpu100::random_vector<float>(rows * dim, seed),
+               gpu100::random_vector<float>(dim, seed + 1, 0.5, 1.5),
+               gpu100::random_vector<float>(dim, seed + 2),
+               gpu100::random_vector<float>(rows * dim, seed + 3)};
+  for (auto& v : p.x) v = static_cast<float>(v + x_offset);
+  if constexpr (!std::is_same_v<T, float>) {
+    for (auto* v : {&p.x, &p.gamma, &p.beta, &p.dy}) *v = gpu100::round_trip<T>(*v);
+  }
+  return p;
+}
+template <typename T>
+std::vector<T> storage(const std::vector<float>& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return gpu100::convert_from_float<T>(v);
+  }
+}
 
 // ---- CPU references (double; inputs given as the float values the GPU reads) ----
 void layernorm_forward_cpu(const float* x, const float* gamma, const float* beta, double* y,
@@ -61,8 +96,6 @@ constexpr Tolerance kBf16Y = {1e-4, 1.0 / 256};  // y and dx stored in bf16: 2^-
 constexpr Tolerance kStats = {1e-6, 1e-4};       // mean and rstd (fp32 for every T)
 constexpr double kParamGradTol = 1e-4;           // dgamma, dbeta: 1e-4 * sum_r |term| + 1e-6
 
-// The worst of several comparisons (the first failing one keeps its summary).
-gpu100::CompareResult worst_of(const std::vector<gpu100::CompareResult>& parts);
 // dgamma / dbeta: element i passes when |got - ref| <= kParamGradTol * abs_sum[i] + 1e-6.
 gpu100::CompareResult check_param_grad(const std::vector<double>& ref,
                                        const std::vector<double>& abs_sum,

@@ -33,37 +33,9 @@ bool keep(int64_t rows, int64_t dim) {
   return !gpu100::test_sizes({rows * dim}).empty();
 }
 
-template <typename T>
-std::vector<T> storage(const std::vector<float>& v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return gpu100::convert_from_float<T>(v);
-  }
-}
-
-// Inputs as the GPU reads them, and the same values as floats for the reference.
-template <typename T>
-struct Problem {
-  int64_t rows, dim;
-  std::vector<float> x, gamma, beta, dy;
-};
-
-template <typename T>
-Problem<T> make_problem(int64_t rows, int64_t dim, uint64_t seed, double x_offset = 0.0) {
-  Problem<T> p{rows, dim, {}, {}, {}, {}};
-  p.x = gpu100::random_vector<float>(rows * dim, seed);
-  if (x_offset != 0.0) {
-    for (auto& v : p.x) v = static_cast<float>(v + x_offset);
-  }
-  p.gamma = gpu100::random_vector<float>(dim, seed + 1, 0.5, 1.5);
-  p.beta = gpu100::random_vector<float>(dim, seed + 2);
-  p.dy = gpu100::random_vector<float>(rows * dim, seed + 3);
-  if constexpr (!std::is_same_v<T, float>) {
-    for (auto* v : {&p.x, &p.gamma, &p.beta, &p.dy}) *v = gpu100::round_trip<T>(*v);
-  }
-  return p;
-}
+using day07::make_problem;
+using day07::Problem;
+using day07::storage;
 
 // A device copy of v starting `offset` elements into its buffer (offset 1: not 16-byte aligned).
 template <typename T>
@@ -111,7 +83,7 @@ gpu100::CompareResult check_layernorm(day07::LayerNormFn<T> fn, const Problem<T>
   day07::layernorm_forward_cpu(p.x.data(), p.gamma.data(), p.beta.data(), ry.data(), rm.data(),
                                rr.data(), p.rows, p.dim, kEps);
   const auto tol = out_tol<T>();
-  return day07::worst_of(
+  return gpu100::worst_of(
       {gpu100::compare(ry, fetch(y, n), tol.abs_tol, tol.rel_tol),
        gpu100::compare(rm, mean.download(), day07::kStats.abs_tol, day07::kStats.rel_tol),
        gpu100::compare(rr, rstd.download(), day07::kStats.abs_tol, day07::kStats.rel_tol)});
@@ -130,7 +102,7 @@ gpu100::CompareResult check_rmsnorm_rows(const Problem<T>& p, int64_t offset = 0
   std::vector<double> ry(n), rr(p.rows);
   day07::rmsnorm_cpu(p.x.data(), p.gamma.data(), ry.data(), rr.data(), p.rows, p.dim, kEps);
   const auto tol = out_tol<T>();
-  return day07::worst_of(
+  return gpu100::worst_of(
       {gpu100::compare(ry, fetch(y, n), tol.abs_tol, tol.rel_tol),
        gpu100::compare(rr, rstd.download(), day07::kStats.abs_tol, day07::kStats.rel_tol)});
 }
@@ -173,9 +145,9 @@ gpu100::CompareResult check_backward(const Problem<T>& p, int64_t offset = 0) {
   day07::layernorm_backward_cpu(p.dy.data(), p.x.data(), p.gamma.data(), kEps, p.rows, p.dim,
                                 dx.data(), dg.data(), db.data(), dg_abs.data(), db_abs.data());
   const auto tol = out_tol<T>();
-  return day07::worst_of({gpu100::compare(dx, got.dx, tol.abs_tol, tol.rel_tol),
-                          day07::check_param_grad(dg, dg_abs, got.dgamma),
-                          day07::check_param_grad(db, db_abs, got.dbeta)});
+  return gpu100::worst_of({gpu100::compare(dx, got.dx, tol.abs_tol, tol.rel_tol),
+                           day07::check_param_grad(dg, dg_abs, got.dgamma),
+                           day07::check_param_grad(db, db_abs, got.dbeta)});
 }
 
 }  // namespace
@@ -321,7 +293,7 @@ TEST_CASE("rmsnorm_vector matches the CPU for short and long vectors", "[gpu]") 
     sync_check();
     std::vector<double> ry(n), rr(1);
     day07::rmsnorm_cpu(x.data(), g.data(), ry.data(), rr.data(), 1, n, kEps);
-    const auto cmp = day07::worst_of(
+    const auto cmp = gpu100::worst_of(
         {gpu100::compare(ry, dy.download(), day07::kFp32Y.abs_tol, day07::kFp32Y.rel_tol),
          gpu100::compare(rr, rstd.download(), day07::kStats.abs_tol, day07::kStats.rel_tol)});
     INFO(cmp.summary());

@@ -59,6 +59,21 @@ double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const f
   return acc;
 }
 
+gpu100::Dims4 output_dims(const ConvShape& s) {
+  return {s.n, s.k, s.p(), s.q()};
+}
+
+std::vector<double> conv2d_cpu_at_points(const ConvShape& s, const float* x, const float* w,
+                                         const float* bias, const std::vector<int64_t>& idx) {
+  const gpu100::Dims4 d = output_dims(s);
+  std::vector<double> ref(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const gpu100::Index4 o = gpu100::unflatten(d, idx[j]);
+    ref[j] = conv2d_cpu_at(s, x, w, bias, int(o.n), int(o.c), int(o.h), int(o.w));
+  }
+  return ref;
+}
+
 void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float* bias, double* y) {
   const int P = s.p(), Q = s.q();
   size_t i = 0;

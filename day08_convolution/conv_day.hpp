@@ -18,6 +18,7 @@
 
 #include "common/arch.hpp"
 #include "common/precision.hpp"
+#include "common/sample.hpp"
 #include "conv.hpp"
 
 namespace day08 {
@@ -164,6 +165,11 @@ std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<fl
 std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk);
 double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const float* bias, int n,
                      int k, int p, int q);
+// The output's extents [N, K, P, Q] (for gpu100::sample_points), and the CPU reference at the
+// flat output indices `idx`: the sampled check of a layer too large for conv2d_cpu.
+gpu100::Dims4 output_dims(const ConvShape& s);
+std::vector<double> conv2d_cpu_at_points(const ConvShape& s, const float* x, const float* w,
+                                         const float* bias, const std::vector<int64_t>& idx);
 
 // Comparison tolerances: |got - ref| <= abs + rel * |ref|, abs scaled by sqrt(C*R*S) (the typical
 // size of a sum of C*R*S products of values in [-1, 1]). kBf16 is for a reference computed on the

@@ -17,6 +17,7 @@
 #include "common/half.hpp"
 #include "common/random.hpp"
 #include "conv_day.hpp"
+#include "conv_layer.hpp"
 
 namespace {
 
@@ -406,31 +407,17 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
                                                 make(8, 3, 416, 544, 64, 3, 3, 1, 1)};
   uint64_t seed = 7000;
   for (const auto& s : shapes) {
-    LayerData data(s, seed += 3);
-    const auto lib = data.run("cudnn_fp32", s, true);
-    // cuDNN itself against the CPU at sampled outputs.
-    const int P = s.p(), Q = s.q();
-    std::vector<double> ref;
-    std::vector<float> got;
-    for (uint64_t i = 0; i < 2000; ++i) {
-      const uint64_t hsh = gpu100::splitmix64(i + seed);
-      const int n = int(hsh % s.n), k = int((hsh >> 16) % s.k), p = int((hsh >> 32) % P),
-                q = int((hsh >> 48) % Q);
-      ref.push_back(
-          day08::conv2d_cpu_at(s, data.x.data(), data.w.data(), data.bias.data(), n, k, p, q));
-      got.push_back(lib[((size_t(n) * s.k + k) * P + p) * Q + q]);
-    }
-    const day08::Tolerance t_lib = day08::conv2d_tolerance(s, variant("cudnn_fp32"));
-    REQUIRE(gpu100::compare(ref, got, t_lib.abs_tol, t_lib.rel_tol).ok);
+    // Each variant (cuDNN's rows too) against the CPU at sampled outputs and every output against
+    // cuDNN fp32: the binary's check (day08::LayerCheck).
+    day08::ConvLayer layer(s, seed += 3, false);
+    const day08::LayerCheck check(layer, true, seed);
     for (const auto& v : day08::conv2d_variants()) {
-      if (v.is_library || v.takes_bf16_nhwc()) continue;  // bf16: the next test
-      if (gpu100::lacks_code(v)) continue;
+      if (v.takes_bf16_nhwc() || gpu100::lacks_code(v)) continue;  // bf16: the next test
       INFO(v.name << " at " << day08::to_string(s));
-      // Both sides round: the variant's tolerance plus the larger of its own and cuDNN's.
-      const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
-      const auto cmp = gpu100::compare(lib, data.run(v.name, s, true),
-                                       tol.abs_tol + std::max(tol.abs_tol, t_lib.abs_tol),
-                                       tol.rel_tol + std::max(tol.rel_tol, t_lib.rel_tol));
+      layer.poison();
+      layer.launch(v, true);
+      sync_check();
+      const auto cmp = check(v);
       INFO(cmp.summary());
       REQUIRE(cmp.ok);
     }
@@ -443,36 +430,21 @@ TEST_CASE("v6 matches cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
     WARN("cuDNN not found: comparison skipped");
     return;
   }
-  const day08::ConvShape s = make(64, 64, 56, 56, 64, 3, 3, 1, 1);
-  Bf16Data data(s, 7100);
-  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
-  const auto& lib = variant(v6.library);
-  const auto lib_y = data.run(lib, s, false);
-  const auto got = data.run(v6, s, false);
   // Both against the CPU (on the same bf16-rounded inputs) at sampled outputs, then every output
   // of v6 against cuDNN's (whose bf16 output rounding is in the tolerance).
-  const int P = s.p(), Q = s.q();
-  std::vector<double> ref;
-  std::vector<float> got_s, lib_s;
-  for (uint64_t i = 0; i < 2000; ++i) {
-    const uint64_t hsh = gpu100::splitmix64(i + 7100);
-    const int n = int(hsh % s.n), k = int((hsh >> 16) % s.k), p = int((hsh >> 32) % P),
-              q = int((hsh >> 48) % Q);
-    ref.push_back(day08::conv2d_cpu_at(s, data.x_r.data(), data.w_r.data(), nullptr, n, k, p, q));
-    const size_t at = ((size_t(n) * s.k + k) * P + p) * Q + q;
-    got_s.push_back(got[at]);
-    lib_s.push_back(lib_y[at]);
+  const day08::ConvShape s = make(64, 64, 56, 56, 64, 3, 3, 1, 1);
+  day08::ConvLayer layer(s, 7100, true);
+  const day08::LayerCheck check(layer, false, 7100);
+  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  for (const day08::Conv2dVariant* v : {&variant(v6.library), &v6}) {
+    INFO(v->name);
+    layer.poison();
+    layer.launch(*v, false);
+    sync_check();
+    const auto cmp = check(*v);
+    INFO(cmp.summary());
+    REQUIRE(cmp.ok);
   }
-  const day08::Tolerance tol = day08::conv2d_tolerance(s, day08::ConvPrecision::kBf16);
-  const auto vs_cpu = gpu100::compare(ref, got_s, tol.abs_tol, tol.rel_tol);
-  INFO("v6 vs CPU: " << vs_cpu.summary());
-  REQUIRE(vs_cpu.ok);
-  const auto lib_vs_cpu = gpu100::compare(ref, lib_s, tol.abs_tol, tol.rel_tol);
-  INFO("cuDNN vs CPU: " << lib_vs_cpu.summary());
-  REQUIRE(lib_vs_cpu.ok);
-  const auto cmp = gpu100::compare(lib_y, got, 2 * tol.abs_tol, 2 * tol.rel_tol);
-  INFO("v6 vs cuDNN: " << cmp.summary());
-  REQUIRE(cmp.ok);
 }
 
 TEST_CASE("Conv2d variants this build lacks for this GPU are reported as skipped", "[gpu]") {

@@ -2,10 +2,12 @@
 """Two checks that keep a variant's name written once, in its registry:
   - each day README's variants tables name the registry's variants, all of them, in the
     registry's order (the lesson order);
-  - no day's main.cpp quotes a registered name: drivers select rows by tag or by registry field,
-    so a new variant cannot silently miss a sweep or a comparison. The registry is read from the day's binary (`--list`, which
-needs no GPU); the README's names are the backticked names in the first column of its variants
-tables (the tables whose first header cell is "variant" or "implementation").
+  - no file of a day's driver (main.cpp and the files beside it on common/harness.hpp) quotes a
+    registered name: drivers select rows by tag or by registry field, so a new variant cannot
+    silently miss a sweep or a comparison.
+The registry is read from the day's binary (`--list`, which needs no GPU); the README's names are
+the backticked names in the first column of its variants tables (the tables whose first header
+cell is "variant" or "implementation").
 
   python3 scripts/check_readme_variants.py [BUILD_DIR]      (ctest: common.readme_variants)
 """
@@ -65,12 +67,15 @@ def main():
         if missing:
             print(f"{day.name}/README.md: no variants-table row for {', '.join(missing)}")
             bad += 1
-        driver = (day / "main.cpp").read_text()
-        quoted = [n for n in names if f'"{n}"' in driver]
-        if quoted:
-            print(f"{day.name}/main.cpp quotes registered names: {', '.join(quoted)} "
-                  "(select by tag or registry field instead)")
-            bad += 1
+        for path in sorted(day.glob("*.cpp")):  # the driver's files: those on the day harness
+            driver = path.read_text()
+            if '"common/harness.hpp"' not in driver:
+                continue
+            quoted = [n for n in names if f'"{n}"' in driver]
+            if quoted:
+                print(f"{day.name}/{path.name} quotes registered names: {', '.join(quoted)} "
+                      "(select by tag or registry field instead)")
+                bad += 1
         order = [n for n in names if n in listed]
         if listed != order:
             print(f"{day.name}/README.md: table order {' '.join(listed)}\n"

@@ -35,7 +35,8 @@ COLUMNS = [
     ("pct_of_ceiling", "% of ceiling", "{:.1f}%"),
     ("speedup_vs_cpu", "x CPU", "{:.1f}"),
     ("ratio_vs_library", "x library", "{:.2f}"),
-    ("max_rel_err", "max rel err", "{:.1e}"),
+    ("max_abs_err", "max abs err", "{:.1e}"),
+    ("err_over_tol", "err/tol", "{:.2f}"),
     ("ok", "check", None),
 ]
 

@@ -58,6 +58,20 @@ int64_t parse_size(const std::string& flag, const std::string& text) {
       fmt::format("--{} expects an integer such as 1000, 2^20 or 1<<20, got '{}'", flag, text));
 }
 
+std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& text, int64_t lo,
+                                    int64_t hi) {
+  std::vector<int64_t> out;
+  for (const auto& item : split_list(text)) {
+    const int64_t v = parse_size(flag, item);
+    if (v < lo || v > hi) {
+      throw UsageError(fmt::format("--{}: {} is outside [{}, {}]", flag, item, lo, hi));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError(fmt::format("--{} needs at least one value", flag));
+  return out;
+}
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;

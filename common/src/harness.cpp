@@ -27,6 +27,15 @@ void print_list_line(const char* name, size_t width, const std::string& precisio
   }
 }
 
+ResultRow reference_row(const std::string& name, const std::string& precision,
+                        const std::string& shape, double ms, double bytes, double flops) {
+  ResultRow row = make_row(name, precision, shape);
+  row.ms = ms;
+  row.verified = false;
+  derive(row, bytes, flops, 0, ms, 0);
+  return row;
+}
+
 DayRun::DayRun(const std::string& day, const std::string& title, const CommonOptions& options)
     : options_(options), device_(query_device()) {
   fmt::print("{}: {}\ndevice: {}\n", day, title, device_.one_line());
@@ -47,13 +56,12 @@ ResultRow DayRun::measure(const std::string& variant, const std::string& precisi
   ResultRow row = make_row(variant, precision, shape);
   row.ms = t.median_ms;
   row.ms_min = t.min_ms;
-  row.max_rel_err = cmp.max_rel;
-  row.ok = cmp.ok;
-  if (!cmp.ok) row.note = cmp.summary();
+  set_check(row, cmp);
   return row;
 }
 
 int DayRun::finish(const std::string& json_day, const std::string& verdict_extra) {
+  table_.link_libraries();
   table_.print(stdout, verdict_extra);
   if (!options_.json.empty()) {
     table_.write_json(options_.json, RunInfo::make(json_day, device_, ceiling_gbps_));

@@ -27,6 +27,28 @@ void derive(ResultRow& row, double bytes, double flops, double ceiling_gbps, dou
   if (library_ms > 0) row.ratio_vs_library = library_ms / ms;
 }
 
+void set_check(ResultRow& row, const CompareResult& cmp) {
+  row.max_abs_err = cmp.max_abs;
+  row.err_over_tol = cmp.err_over_tol;
+  row.ok = cmp.ok;
+  if (!cmp.ok) row.note += (row.note.empty() ? "" : "; ") + cmp.summary();
+}
+
+void link_libraries(std::vector<ResultRow>& rows) {
+  for (auto& r : rows) {
+    if (!r.library || r.ratio_vs_library) continue;
+    const ResultRow* lib = nullptr;
+    for (const auto& l : rows) {
+      if (l.variant == *r.library && l.shape == r.shape && l.ms && *l.ms > 0) lib = &l;
+    }
+    if (lib != nullptr && r.ms && *r.ms > 0) {
+      r.ratio_vs_library = *lib->ms / *r.ms;
+    } else {
+      r.library.reset();
+    }
+  }
+}
+
 RunInfo RunInfo::make(const std::string& day, const DeviceSummary& device, double ceiling_gbps) {
   RunInfo info;
   info.day = day;
@@ -78,7 +100,7 @@ std::string ResultTable::format(const std::string& verdict_extra) const {
   const std::vector<Col> cols = {{"variant", true},      {"precision", true}, {"shape", true},
                                  {"median ms", false},   {"GB/s", false},     {"TFLOP/s", false},
                                  {"% ceiling", false},   {"x CPU", false},    {"x library", false},
-                                 {"max rel err", false}, {"check", true}};
+                                 {"max abs err", false}, {"err/tol", false},  {"check", true}};
   std::vector<std::vector<std::string>> cells;
   for (const auto& r : rows_) {
     std::string lib = r.ratio_vs_library
@@ -87,7 +109,7 @@ std::string ResultTable::format(const std::string& verdict_extra) const {
     cells.push_back({r.variant, r.precision, r.shape, opt_num(r.ms, "{:.4f}"),
                      opt_num(r.gbps, "{:.1f}"), opt_num(r.tflops, "{:.2f}"),
                      opt_num(r.pct_of_ceiling, "{:.1f}%"), opt_num(r.speedup_vs_cpu, "{:.1f}"), lib,
-                     opt_num(r.max_rel_err, "{:.1e}"),
+                     opt_num(r.max_abs_err, "{:.1e}"), opt_num(r.err_over_tol, "{:.2f}"),
                      !r.verified ? "-" : (r.ok ? "PASS" : "FAIL")});
   }
   std::vector<size_t> width(cols.size());
@@ -182,12 +204,13 @@ std::string ResultTable::to_json(const RunInfo& info) const {
     out += fmt::format(
         "\"variant\": {}, \"precision\": {}, \"shape\": {}, \"ms\": {}, \"ms_min\": {}, "
         "\"gbps\": {}, \"tflops\": {}, \"pct_of_ceiling\": {}, \"speedup_vs_cpu\": {}, "
-        "\"library\": {}, \"ratio_vs_library\": {}, \"max_rel_err\": {}, \"ok\": {}, "
+        "\"library\": {}, \"ratio_vs_library\": {}, \"max_abs_err\": {}, \"err_over_tol\": {}, "
+        "\"ok\": {}, "
         "\"note\": {}",
         json_str(r.variant), json_str(r.precision), json_str(r.shape), json_num(r.ms),
         json_num(r.ms_min), json_num(r.gbps), json_num(r.tflops), json_num(r.pct_of_ceiling),
         json_num(r.speedup_vs_cpu), r.library ? json_str(*r.library) : "null",
-        json_num(r.ratio_vs_library), json_num(r.max_rel_err),
+        json_num(r.ratio_vs_library), json_num(r.max_abs_err), json_num(r.err_over_tol),
         !r.verified ? "null" : (r.ok ? "true" : "false"),
         r.note.empty() ? "null" : json_str(r.note));
     out += "}";

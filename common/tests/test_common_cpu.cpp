@@ -113,6 +113,8 @@ TEST_CASE("compare: exact, within tolerance, and beyond it", "[cpu]") {
   auto c = gpu100::compare(ref, close, 1e-8, 1e-6);
   CHECK(c.ok);
   CHECK(c.max_abs == Catch::Approx(1e-5).epsilon(1e-6));
+  CHECK(c.err_over_tol > 0.09);  // the error over the allowance: <= 1 passes
+  CHECK(c.err_over_tol <= 1);
 
   const std::vector<double> far = {1.0, -2.0, 100.1, 0.0};
   auto f = gpu100::compare(ref, far, 1e-8, 1e-6);
@@ -120,7 +122,25 @@ TEST_CASE("compare: exact, within tolerance, and beyond it", "[cpu]") {
   CHECK(f.first_bad == 2);
   CHECK(f.num_bad == 1);
   CHECK(f.max_rel == Catch::Approx(1e-3).epsilon(1e-6));
+  CHECK(f.err_over_tol == Catch::Approx(0.1 / (1e-8 + 1e-4)).epsilon(1e-6));
   CHECK(f.summary().find("MISMATCH") != std::string::npos);
+}
+
+TEST_CASE("compare: worst_of joins checks, record takes any allowance", "[cpu]") {
+  gpu100::CompareResult own;
+  gpu100::record(own, 0, 10.0, 10.5, 1.0);  // a day's own allowance: passes at 0.5
+  gpu100::record(own, 1, 0.0, 0.0, 0.0);    // exact, allowance 0: passes at 0
+  CHECK(own.ok);
+  CHECK(own.err_over_tol == Catch::Approx(0.5));
+  const std::vector<double> ref = {1.0, 2.0};
+  const auto bad = gpu100::compare(ref, std::vector<double>{1.0, 2.5}, 0.1, 0);
+  const auto all = gpu100::worst_of({own, bad, own});
+  CHECK_FALSE(all.ok);
+  CHECK(all.first_bad == 1);  // the failing part's index
+  CHECK(all.num_bad == 1);
+  CHECK(all.count == 2);
+  CHECK(all.err_over_tol == Catch::Approx(5.0));
+  CHECK(gpu100::worst_of({own, own}).ok);
 }
 
 TEST_CASE("compare: NaN never passes, however loose the tolerance", "[cpu]") {
@@ -186,7 +206,10 @@ TEST_CASE("results: derived columns, table and JSON", "[cpu]") {
   row.ms = 2.0;
   row.ms_min = 1.5;
   row.library = "cub";
-  row.max_rel_err = 0.0;
+  gpu100::set_check(row,
+                    gpu100::compare(std::vector<double>{1.0}, std::vector<double>{1.25}, 0.5, 0));
+  CHECK(*row.max_abs_err == 0.25);
+  CHECK(*row.err_over_tol == 0.5);
   gpu100::derive(row, 4e9, 0, 4000.0, 20.0, 3.0);
   CHECK(*row.gbps == Catch::Approx(2000.0));
   CHECK(*row.pct_of_ceiling == Catch::Approx(50.0));
@@ -210,6 +233,8 @@ TEST_CASE("results: derived columns, table and JSON", "[cpu]") {
   CHECK(text.find("v1_naive") != std::string::npos);
   CHECK(text.find("2000.0") != std::string::npos);
   CHECK(text.find("50.0%") != std::string::npos);
+  CHECK(text.find("err/tol") != std::string::npos);
+  CHECK(text.find("0.50") != std::string::npos);
   CHECK(text.find("FAIL") != std::string::npos);
   CHECK(text.find("note: broken \"quoted\": a note") != std::string::npos);
   CHECK(text.find("verdict: FAIL, 1 of 2 rows failed verification") != std::string::npos);
@@ -227,9 +252,9 @@ TEST_CASE("results: derived columns, table and JSON", "[cpu]") {
   CHECK(json.find("\"ok\": null") != std::string::npos);
   CHECK(json.find("\"note\": \"a note\"") != std::string::npos);
   CHECK(json.find("\"note\": null") != std::string::npos);
-  for (const char* key :
-       {"\"cuda\"", "\"git\"", "\"timestamp\"", "\"cases\"", "\"ms_min\"", "\"pct_of_ceiling\"",
-        "\"speedup_vs_cpu\"", "\"library\"", "\"ratio_vs_library\"", "\"max_rel_err\""}) {
+  for (const char* key : {"\"cuda\"", "\"git\"", "\"timestamp\"", "\"cases\"", "\"ms_min\"",
+                          "\"pct_of_ceiling\"", "\"speedup_vs_cpu\"", "\"library\"",
+                          "\"ratio_vs_library\"", "\"max_abs_err\"", "\"err_over_tol\""}) {
     CHECK(json.find(key) != std::string::npos);
   }
 }

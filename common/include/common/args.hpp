@@ -72,4 +72,9 @@ int64_t parse_size(const std::string& flag, const std::string& text);
 // Splits a comma-separated --variant value: "" means all variants.
 std::vector<std::string> split_list(const std::string& text);
 
+// A comma-separated list of integers such as "3,5,7" for `flag`, each in [lo, hi]. Throws
+// UsageError for an empty list or a bad item.
+std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& text, int64_t lo,
+                                    int64_t hi);
+
 }  // namespace gpu100

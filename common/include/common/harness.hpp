@@ -58,6 +58,32 @@ std::vector<const Entry*> select(const std::vector<Entry>& registry,
   return out;
 }
 
+// Whether `name` is among `names`, an empty list meaning every name (the --variant rule).
+inline bool selected(const std::vector<std::string>& names, const std::string& name) {
+  return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// For a day with several registries: throws UsageError for a name that none of them holds.
+template <class... Registries>
+void check_known(const std::vector<std::string>& names, const Registries&... registries) {
+  for (const auto& name : names) {
+    const bool known = (std::any_of(registries.begin(), registries.end(),
+                                    [&](const auto& e) { return name == e.name; }) ||
+                        ...);
+    if (!known) throw UsageError("unknown variant '" + name + "' (see --list)");
+  }
+}
+
+// Adds `part` to a "; "-separated line (the verdict's extra text).
+inline void append(std::string& line, const std::string& part) {
+  if (!part.empty()) line += (line.empty() ? "" : "; ") + part;
+}
+
+// The row of a CPU reference: its time, the bytes or FLOPs it moved, "x CPU" 1, and "-" in the
+// check column (it is what the others are checked against).
+ResultRow reference_row(const std::string& name, const std::string& precision,
+                        const std::string& shape, double ms, double bytes, double flops = 0);
+
 // Whether a registry entry says which GPU code it needs (a `needs` member).
 template <class T, class = void>
 struct HasNeeds : std::false_type {};
@@ -115,8 +141,12 @@ class DayRun {
                     const std::function<void()>& launch,
                     const std::function<CompareResult()>& check);
 
-  // Times `launch` alone (for a day whose check does not fit measure()).
+  // Times `launch` alone (for a day whose check does not fit measure()), with the run's timing
+  // options or others.
   Timing time(const std::function<void()>& launch) { return timer_.time(launch, options_.timing); }
+  Timing time(const std::function<void()>& launch, const TimingOptions& t) {
+    return timer_.time(launch, t);
+  }
 
   // Prints the table and the verdict, writes the JSON when --json was given (under the results
   // name `json_day`), and returns the exit status (0 when every checked row passed, else 1).

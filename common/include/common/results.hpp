@@ -8,12 +8,15 @@
 //                   (or TFLOP/s over a compute ceiling, for compute-bound days)
 //   x CPU         = CPU reference time / variant time
 //   x library     = library time / variant time   (above 1: faster than the library)
+//   max abs err   = the largest |GPU - reference| over the checked elements, in the output's units
+//   err/tol       = the largest |GPU - reference| / allowance, the allowance being the error the
+//                   element's rule permits (gpu100::compare): PASS when <= 1, on every day
 //
 // JSON schema (shared by every day; null where a field does not apply):
 //   {"day", "gpu", "cuda", "git", "timestamp", "ceiling_gbps",
 //    "cases": [{"variant", "precision", "shape", "ms", "ms_min", "gbps", "tflops",
 //               "pct_of_ceiling", "speedup_vs_cpu", "library", "ratio_vs_library",
-//               "max_rel_err", "ok", "note"}]}
+//               "max_abs_err", "err_over_tol", "ok", "note"}]}
 // ("note" is the row's note, e.g. which tile shape the autotuner chose; null when there is none.)
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compare.hpp"
 #include "common/device_info.hpp"
 
 namespace gpu100 {
@@ -35,7 +39,7 @@ struct ResultRow {
   std::optional<double> speedup_vs_cpu;
   std::optional<std::string> library;  // the library row this one is compared with
   std::optional<double> ratio_vs_library;
-  std::optional<double> max_rel_err;
+  std::optional<double> max_abs_err, err_over_tol;
   bool ok = true;
   bool verified = true;  // false for rows that check nothing (the CPU reference, transfers):
                          // "-" in the table, null in the JSON
@@ -50,10 +54,19 @@ inline ResultRow make_row(std::string variant, std::string precision, std::strin
   return row;
 }
 
+// Puts a check's outcome in the row: its errors, its verdict and, when it failed, its summary
+// as the note (after any note the row already has).
+void set_check(ResultRow& row, const CompareResult& cmp);
+
 // Fills the derived columns of `row` from its median time and the quantities given.
 // Pass 0 (or a negative number) for a quantity that does not apply.
 void derive(ResultRow& row, double bytes, double flops, double ceiling_gbps, double cpu_ms,
             double library_ms);
+
+// "x library" from the rows' `library` fields: a row naming a library row (same variant name and
+// shape) that has a time gets library time / its time; a row whose library row did not run loses
+// the name. Rows with a ratio already are left as they are.
+void link_libraries(std::vector<ResultRow>& rows);
 
 struct RunInfo {
   std::string day;  // "day02_vector_add"
@@ -70,6 +83,7 @@ class ResultTable {
  public:
   void add(ResultRow row) { rows_.push_back(std::move(row)); }
   const std::vector<ResultRow>& rows() const { return rows_; }
+  void link_libraries() { gpu100::link_libraries(rows_); }
   bool all_ok() const;
 
   // The table, then any notes, then one verdict line.

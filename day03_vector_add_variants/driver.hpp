@@ -1,0 +1,39 @@
+#pragma once
+// day03_vector_add_variants' driver: its options (main.cpp reads them), and the transfer part's
+// rows (driver_transfers.cpp); the kernel parts (add, types, silu) are in main.cpp.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/harness.hpp"
+#include "vector_add_variants.cuh"
+
+namespace day03 {
+
+struct Options {
+  std::vector<const Variant*> variants;
+  std::vector<std::string> parts;
+  std::vector<int> streams;
+  int chunks = 16;
+  int64_t n = 0, transfer_n = 0, matrix = 0;
+  gpu100::CommonOptions common;
+
+  bool has(const std::string& part) const {
+    return std::find(parts.begin(), parts.end(), part) != parts.end();
+  }
+};
+
+// Wall time of a CPU reference: the median of a few runs, fewer at large n, where one run takes a
+// good part of a second.
+template <typename F>
+double time_cpu_ms(int64_t n, F&& run) {
+  const int reps = n >= (int64_t(1) << 26) ? 1 : (n >= (int64_t(1) << 22) ? 3 : 11);
+  return gpu100::time_host_ms(run, reps);
+}
+
+// The transfer part: pageable and pinned copies, the host-to-host trip C = A + B serial and over
+// k streams, and a strided column copy (one cudaMemcpy per element against one cudaMemcpy2D).
+void run_transfers(const Options& opt, gpu100::ResultTable& table);
+
+}  // namespace day03
