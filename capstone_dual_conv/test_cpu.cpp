@@ -75,7 +75,9 @@ TEST_CASE("the epilogue: bias, BatchNorm, ReLU and SiLU by hand", "[cpu]") {
 
 TEST_CASE("the registry drives use_kernel", "[cpu]") {
   const auto& impls = capstone::implementations();
-  REQUIRE(impls.size() == 10);
+  for (const char* name : {"cudnn_seq", "own_seq", "dual_naive", "dual_store_bound"}) {
+    CHECK(capstone::find_implementation(name) != nullptr);  // contains; more may be added
+  }
   for (size_t i = 0; i < impls.size(); ++i) {
     REQUIRE(capstone::find_implementation(impls[i].name) == &impls[i]);
     for (size_t j = i + 1; j < impls.size(); ++j)

@@ -76,3 +76,28 @@ function(gpu100_add_smoke_run name target)
                       REGEX "verdict: PASS|${unusable}" SKIP_REGEX "${unusable}"
                       ARGS ${arg_ARGS})
 endfunction()
+
+# gpu100_add_learner_variants(<prefix> BINARY <target> TESTS <target> TEMPLATE <file> LIBS ...)
+# A learner's variants: every <day>/mine/*.cu (scripts/new_variant.sh writes one) is compiled
+# into the day's binary and its GPU test executable, linked as an object library so that the
+# file's start-up registration is always kept. For each file, TEMPLATE (the day's
+# mine_test.cpp.in, with @NAME@ the file's stem) becomes test cases named after the variant.
+# The glob is re-checked at every build, so a new file needs no edit anywhere else.
+function(gpu100_add_learner_variants prefix)
+  cmake_parse_arguments(arg "" "BINARY;TESTS;TEMPLATE" "LIBS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/mine/*.cu)
+  if(NOT sources)
+    return()
+  endif()
+  add_library(${prefix}_mine OBJECT ${sources})
+  target_link_libraries(${prefix}_mine PUBLIC ${arg_LIBS})
+  gpu100_target_flags(${prefix}_mine)
+  target_link_libraries(${arg_BINARY} PRIVATE ${prefix}_mine)
+  target_link_libraries(${arg_TESTS} PRIVATE ${prefix}_mine)
+  foreach(src IN LISTS sources)
+    get_filename_component(NAME ${src} NAME_WE)
+    set(test_src ${CMAKE_CURRENT_BINARY_DIR}/mine_tests/${NAME}_test.cpp)
+    configure_file(${arg_TEMPLATE} ${test_src} @ONLY)
+    target_sources(${arg_TESTS} PRIVATE ${test_src})
+  endforeach()
+endfunction()

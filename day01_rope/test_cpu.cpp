@@ -230,7 +230,7 @@ TEST_CASE("bad shapes are rejected with std::invalid_argument", "[cpu]") {
 
 TEST_CASE("registry: names are unique, one launcher each, and tolerances by precision", "[cpu]") {
   const auto& vs = day01::variants();
-  REQUIRE(vs.size() == 5);
+  REQUIRE(day01::find_variant("v1_naive") != nullptr);  // contains; more may be added
   std::set<std::string> names;
   const RopeParams p = make_params(1, 1000, 1, 1, 64, 4093, RopeStyle::kInterleaved);
   for (const auto& v : vs) {

@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/learner.hpp"
 #include "vector_add.cuh"
 
 namespace day02 {
@@ -11,11 +12,24 @@ void vector_add_cpu(const float* a, const float* b, float* c, int64_t n) {
   for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
 }
 
+namespace {
+std::vector<Variant>& learner_variants() {
+  static std::vector<Variant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_variant(const Variant& v) {
+  learner_variants().push_back(v);
+}
+
 const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kVariants = {
-      {"v1_naive", "one thread per element, 256-thread blocks", vector_add_v1, false},
-      {"cub_transform", "library: cub::DeviceTransform::Transform", vector_add_cub, true},
-  };
+  static const std::vector<Variant> kVariants = gpu100::with_learner<Variant>(
+      {
+          {"v1_naive", "one thread per element, 256-thread blocks", vector_add_v1, false},
+          {"cub_transform", "library: cub::DeviceTransform::Transform", vector_add_cub, true},
+      },
+      learner_variants());
   return kVariants;
 }
 

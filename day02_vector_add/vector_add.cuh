@@ -32,7 +32,9 @@ struct Variant {
   bool is_library;
   const char* tags = "";  // for the drivers that select rows by tag (gpu100::has_tag), e.g. day03
 };
-const std::vector<Variant>& variants();
+const std::vector<Variant>& variants();  // the day's own, then the learner's (mine/*.cu)
 const Variant* find_variant(const std::string& name);  // nullptr when unknown
+// Adds a learner's variant (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_variant(const Variant& v);
 
 }  // namespace day02

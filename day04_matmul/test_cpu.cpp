@@ -64,5 +64,5 @@ TEST_CASE("registry: unique names, each variant names a cuBLAS row of its precis
     }
   }
   CHECK(day04::sgemm_v8_configs().size() >= 3);
-  CHECK(day04::transpose_variants().size() == 4);
+  CHECK(std::string(day04::transpose_variants().front().name) == "t1_row_per_block");
 }

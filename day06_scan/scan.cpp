@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/learner.hpp"
 #include "scan.cuh"
 
 namespace day06 {
@@ -102,8 +103,19 @@ size_t scan_no_workspace_bytes(int64_t) {
   return 0;
 }
 
+namespace {
+std::vector<ReduceVariant>& learner_reductions() {
+  static std::vector<ReduceVariant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_reduction(const ReduceVariant& v) {
+  learner_reductions().push_back(v);
+}
+
 const std::vector<ReduceVariant>& reduce_variants() {
-  static const std::vector<ReduceVariant> kVariants = {
+  static const std::vector<ReduceVariant> kVariants = gpu100::with_learner<ReduceVariant>({
       {"r1_interleaved_divergent", "shared tree, stride 1, 2, 4..., `tid % (2s) == 0` diverges",
        reduce_r1_interleaved_divergent<float>, reduce_r1_interleaved_divergent<int32_t>,
        reduce_workspace_bytes, false},
@@ -125,7 +137,7 @@ const std::vector<ReduceVariant>& reduce_variants() {
        "sweep"},
       {"cub_reduce", "library: cub::DeviceReduce::Sum", reduce_cub<float>, reduce_cub<int32_t>,
        reduce_cub_workspace_bytes, true, "sweep"},
-  };
+  }, learner_reductions());
   return kVariants;
 }
 

@@ -133,7 +133,9 @@ struct ScanVariant {
   std::string (*build_note)() = nullptr;
   const char* tags = "";  // "sweep": timed by --sweep (gpu100::has_tag)
 };
-const std::vector<ReduceVariant>& reduce_variants();
+const std::vector<ReduceVariant>& reduce_variants();  // the day's own, then the learner's
+// Adds a learner's reduction (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_reduction(const ReduceVariant& v);
 const std::vector<ScanVariant>& scan_variants();
 const ReduceVariant* find_reduce_variant(const std::string& name);  // nullptr when unknown
 const ScanVariant* find_scan_variant(const std::string& name);      // nullptr when unknown

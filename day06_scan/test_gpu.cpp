@@ -5,53 +5,14 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/catch.hpp"
-#include "common/compare.hpp"
-#include "common/cuda_check.hpp"
-#include "common/device_buffer.hpp"
-#include "common/random.hpp"
-#include "scan.cuh"
+#include "common/tags.hpp"
+#include "test_suite.hpp"
+
+using day06_tests::input;
+using day06_tests::kSizes;
+using day06_tests::sync_check;
 
 namespace {
-
-// 1; around a warp; around the tiles of every variant (256, 512, 1024, 2048, 4096, 8192
-// elements); many tiles + 7; v6's big tiles (26624 elements, used from ~5.3 M on an H100) ending
-// one element short of and one past a tile; 2^24 + 3 (631 big v6 tiles, three levels of v4's
-// tile sums at 2048).
-const std::vector<int64_t> kSizes = {1,
-                                     31,
-                                     32,
-                                     33,
-                                     255,
-                                     257,
-                                     511,
-                                     513,
-                                     1023,
-                                     1025,
-                                     2047,
-                                     2049,
-                                     4095,
-                                     4097,
-                                     8191,
-                                     8193,
-                                     409607,
-                                     200 * 26624 - 1,
-                                     200 * 26624 + 1,
-                                     (1 << 24) + 3};
-
-void sync_check() {
-  CUDA_CHECK(cudaPeekAtLastError());
-  CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-template <typename T>
-std::vector<T> input(int64_t n, uint64_t seed) {
-  if constexpr (std::is_same_v<T, float>) {
-    return gpu100::random_vector<float>(static_cast<size_t>(n), seed);
-  } else {
-    return gpu100::random_ints(static_cast<size_t>(n), seed, -100, 100);  // |prefix| < 2^31
-  }
-}
 
 // The sizes a scan variant accepts: the list up to its maximum, and the maximum itself.
 std::vector<int64_t> sizes_for(const day06::ScanVariant& v) {
@@ -96,20 +57,7 @@ void check_all_scans(bool exclusive, uint64_t seed) {
 template <typename T>
 void check_all_reductions(uint64_t seed) {
   for (const auto& v : day06::reduce_variants()) {
-    for (int64_t n : gpu100::test_sizes(kSizes)) {
-      INFO(v.name << " " << day06::precision_name<T>() << ", n = " << n);
-      const std::vector<T> x = input<T>(n, ++seed);
-      const size_t ws_bytes = v.workspace_bytes(n);
-      gpu100::DeviceBuffer<T> d_x(n), d_out(1);
-      gpu100::DeviceBuffer<char> ws(std::max<size_t>(ws_bytes, 1));
-      d_x.upload(x);
-      d_out.poison();
-      day06::launcher<T>(v)(d_x.data(), d_out.data(), n, ws.data(), ws_bytes, nullptr);
-      sync_check();
-      const gpu100::CompareResult cmp = day06::check_reduce(x, d_out.download()[0]);
-      INFO(cmp.summary());
-      REQUIRE(cmp.ok);
-    }
+    if (!gpu100::has_tag(v.tags, "mine")) day06_tests::check_reduction<T>(v, seed += 1000);
   }
 }
 
@@ -123,6 +71,13 @@ TEST_CASE("every reduction matches the CPU at awkward sizes in fp32", "[gpu]") {
 TEST_CASE("every reduction matches the CPU exactly at awkward sizes in int32", "[gpu]") {
   GPU100_REQUIRE_GPU();
   check_all_reductions<int32_t>(200);
+}
+
+TEST_CASE("every reduction writes 0 for n = 0 and rejects a negative n", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  for (const auto& v : day06::reduce_variants()) {
+    if (!gpu100::has_tag(v.tags, "mine")) day06_tests::check_reduction_bad_sizes(v);
+  }
 }
 
 TEST_CASE("every inclusive scan matches the CPU in fp32", "[gpu]") {

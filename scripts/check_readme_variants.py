@@ -23,6 +23,8 @@ def registry(binary):
     out = subprocess.run([str(binary), "--list"], capture_output=True, text=True, check=True).stdout
     names = []
     for line in out.splitlines():
+        if "[mine/" in line:
+            continue  # a learner's own variant (mine/*.cu): not in the README's tables
         first = line.split()[0] if line.split() else ""
         if "_" in first and re.fullmatch(r"[a-z0-9_]+", first):  # section headers have no '_'
             names.append(first)

@@ -26,6 +26,7 @@
 #include "common/errors.hpp"
 #include "common/precision.hpp"
 #include "common/results.hpp"
+#include "common/tags.hpp"
 #include "common/timer.hpp"
 
 namespace gpu100 {
@@ -97,8 +98,15 @@ template <class T>
 struct HasPrecision<T, std::void_t<decltype(std::declval<T>().precision)>>
     : std::is_same<std::decay_t<decltype(std::declval<T>().precision)>, Precision> {};
 
+// Whether a registry entry has tags (a `tags` member, see common/tags.hpp).
+template <class T, class = void>
+struct HasTags : std::false_type {};
+template <class T>
+struct HasTags<T, std::void_t<decltype(std::declval<T>().tags)>> : std::true_type {};
+
 // One line per entry: name (padded to `width`), precision (when the entry has one), description,
-// and the build it needs when this build lacks it.
+// and the build it needs when this build lacks it; a learner's variant (tag "mine") ends with
+// "[mine/<name>.cu]".
 void print_list_line(const char* name, size_t width, const std::string& precision,
                      const char* description, const std::string& suffix);
 template <class Entry>
@@ -109,6 +117,9 @@ void print_list(const std::vector<Entry>& registry) {
     std::string suffix, precision;
     if constexpr (HasNeeds<Entry>::value) suffix = needs_suffix(e.needs);
     if constexpr (HasPrecision<Entry>::value) precision = to_string(e.precision);
+    if constexpr (HasTags<Entry>::value) {
+      if (has_tag(e.tags, "mine")) suffix += std::string(" [mine/") + e.name + ".cu]";
+    }
     print_list_line(e.name, width, precision, e.description, suffix);
   }
 }
