@@ -1,4 +1,5 @@
 // day03_vector_add_variants: the CPU references and the registries.
+#include "common/learner.hpp"
 #include "vector_add_variants.cuh"
 
 #include <cmath>
@@ -40,8 +41,19 @@ void silu_fused_cpu(const float* a, const float* b, const float* c, float* y, in
   }
 }
 
+namespace {
+std::vector<Variant>& learner_variants() {
+  static std::vector<Variant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_variant(const Variant& v) {
+  learner_variants().push_back(v);
+}
+
 const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kVariants = {
+  static const std::vector<Variant> kVariants = gpu100::with_learner<Variant>({
       {"v1_naive", "day02's kernel: one thread per element, ceil(n / 256) blocks",
        day02::vector_add_v1, false, "sweep"},
       {"v2_grid_stride", "grid of SMs x resident blocks, each thread loops with the grid's stride",
@@ -54,7 +66,7 @@ const std::vector<Variant>& variants() {
        add_v5_smem_staged, false},
       {"cub_transform", "library: day02's cub::DeviceTransform::Transform", day02::vector_add_cub,
        true, "sweep"},
-  };
+  }, learner_variants());
   return kVariants;
 }
 

@@ -38,8 +38,10 @@ void add_v5_smem_staged(const float* a, const float* b, float* c, int64_t n, cud
 // tags). Tags: "sweep" (the rows --sweep times), "types" (the kernel the types part runs).
 // It drives the binary's rows, the GPU tests and the README table.
 using Variant = day02::Variant;
-const std::vector<Variant>& variants();
+const std::vector<Variant>& variants();  // the day's own, then the learner's (mine/*.cu)
 const Variant* find_variant(const std::string& name);  // nullptr when unknown
+// Adds a learner's variant (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_variant(const Variant& v);
 
 // ---- other element types ----
 // CPU reference for every type: c = a + b. fp16 and bf16 add the (exact) float values of the
