@@ -1,6 +1,6 @@
 // day03_vector_add_variants: the CPU references and the registries.
-#include "common/learner.hpp"
 #include "vector_add_variants.cuh"
+#include "common/learner.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -53,20 +53,24 @@ void add_learner_variant(const Variant& v) {
 }
 
 const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kVariants = gpu100::with_learner<Variant>({
-      {"v1_naive", "day02's kernel: one thread per element, ceil(n / 256) blocks",
-       day02::vector_add_v1, false, "sweep"},
-      {"v2_grid_stride", "grid of SMs x resident blocks, each thread loops with the grid's stride",
-       add_v2_grid_stride, false},
-      {"v3_float4", "one float4 (16-byte load/store) per thread, scalar tail, misaligned fallback",
-       add_v3_float4, false},
-      {"v4_ilp", "4 float4 per thread per input, all loaded before use (the type template)",
-       add_v4_ilp<float>, false, "sweep types"},
-      {"v5_smem_staged", "anti-pattern: A and B through shared memory and a barrier, no reuse",
-       add_v5_smem_staged, false},
-      {"cub_transform", "library: day02's cub::DeviceTransform::Transform", day02::vector_add_cub,
-       true, "sweep"},
-  }, learner_variants());
+  static const std::vector<Variant> kVariants = gpu100::with_learner<Variant>(
+      {
+          {"v1_naive", "day02's kernel: one thread per element, ceil(n / 256) blocks",
+           day02::vector_add_v1, false, "sweep"},
+          {"v2_grid_stride",
+           "grid of SMs x resident blocks, each thread loops with the grid's stride",
+           add_v2_grid_stride, false},
+          {"v3_float4",
+           "one float4 (16-byte load/store) per thread, scalar tail, misaligned fallback",
+           add_v3_float4, false},
+          {"v4_ilp", "4 float4 per thread per input, all loaded before use (the type template)",
+           add_v4_ilp<float>, false, "sweep types"},
+          {"v5_smem_staged", "anti-pattern: A and B through shared memory and a barrier, no reuse",
+           add_v5_smem_staged, false},
+          {"cub_transform", "library: day02's cub::DeviceTransform::Transform",
+           day02::vector_add_cub, true, "sweep"},
+      },
+      learner_variants());
   return kVariants;
 }
 

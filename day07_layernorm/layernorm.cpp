@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/learner.hpp"
 #include "layernorm.cuh"
 
 namespace day07 {
@@ -167,37 +168,52 @@ std::string register_strategy(int64_t dim, int elem_bytes, bool aligned) {
 
 // ---- the registry ----
 
+namespace {
+std::vector<Variant>& learner_variants() {
+  static std::vector<Variant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_variant(const Variant& v) {
+  learner_variants().push_back(v);
+}
+
 const std::vector<Variant>& variants() {
-  static const std::vector<Variant> list = {
-      {"v1_thread_per_row",
-       "one thread per row, two passes (mean, then variance) and a third for y; uncoalesced",
-       Op::kLayerNorm, false, true, false, layernorm_v1_thread_per_row, nullptr},
-      {"v2_block_tree",
-       "one block of 256 per row, coalesced, shared-memory tree of sum x and sum x^2 "
-       "(naive E[x^2] - E[x]^2)",
-       Op::kLayerNorm, true, true, false, layernorm_v2_block_tree, nullptr},
-      {"v3_warp_shuffle",
-       "one warp per row, shuffle reductions, no barrier (naive E[x^2] - E[x]^2)", Op::kLayerNorm,
-       true, true, false, layernorm_v3_warp_shuffle, nullptr},
-      {"v4_welford", "v3 with Welford's single-pass statistics merged by Chan's formula (stable)",
-       Op::kLayerNorm, false, true, false, layernorm_v4_welford, nullptr},
-      {"v5_registers",
-       "row held in registers, x read once, 16-byte loads and stores, exact two-pass "
-       "statistics; warp / 128 / 512 threads per row by D",
-       Op::kLayerNorm, false, true, false, layernorm_v5_registers, nullptr, true},
-      {"v6_bf16", "v5 with bf16 x, gamma, beta and y (fp32 math, fp32 mean and rstd)",
-       Op::kLayerNorm, false, false, true, nullptr, layernorm_v6_bf16, true},
-      {"rmsnorm_rows", "RMSNorm, rows x D: v5's kernel without the mean (fp32 and bf16)",
-       Op::kRmsNormRows, false, true, true, nullptr, nullptr},
-      {"rmsnorm_vector",
-       "RMSNorm of one vector of rows x D elements over many blocks: partial sums of squares, "
-       "then scale (x read twice)",
-       Op::kRmsNormVector, false, true, false, nullptr, nullptr},
-      {"backward_fused",
-       "LayerNorm backward: dx with x and dy in registers, per-block dgamma / dbeta partials in "
-       "registers, then a column reduction (no atomics)",
-       Op::kBackward, false, true, true, nullptr, nullptr},
-  };
+  static const std::vector<Variant> list = gpu100::with_learner<Variant>(
+      {
+          {"v1_thread_per_row",
+           "one thread per row, two passes (mean, then variance) and a third for y; uncoalesced",
+           Op::kLayerNorm, false, true, false, layernorm_v1_thread_per_row, nullptr},
+          {"v2_block_tree",
+           "one block of 256 per row, coalesced, shared-memory tree of sum x and sum x^2 "
+           "(naive E[x^2] - E[x]^2)",
+           Op::kLayerNorm, true, true, false, layernorm_v2_block_tree, nullptr},
+          {"v3_warp_shuffle",
+           "one warp per row, shuffle reductions, no barrier (naive E[x^2] - E[x]^2)",
+           Op::kLayerNorm, true, true, false, layernorm_v3_warp_shuffle, nullptr},
+          {"v4_welford",
+           "v3 with Welford's single-pass statistics merged by Chan's formula (stable)",
+           Op::kLayerNorm, false, true, false, layernorm_v4_welford, nullptr},
+          {"v5_registers",
+           "row held in registers, x read once, 16-byte loads and stores, exact two-pass "
+           "statistics; warp / 128 / 512 threads per row by D",
+           Op::kLayerNorm, false, true, false, layernorm_v5_registers, nullptr, true},
+          {"v6_bf16", "v5 with bf16 x, gamma, beta and y (fp32 math, fp32 mean and rstd)",
+           Op::kLayerNorm, false, false, true, nullptr, layernorm_v6_bf16, true},
+          {"rmsnorm_rows", "RMSNorm, rows x D: v5's kernel without the mean (fp32 and bf16)",
+           Op::kRmsNormRows, false, true, true, nullptr, nullptr},
+          {"rmsnorm_vector",
+           "RMSNorm of one vector of rows x D elements over many blocks: partial sums of squares, "
+           "then scale (x read twice)",
+           Op::kRmsNormVector, false, true, false, nullptr, nullptr},
+          {"backward_fused",
+           "LayerNorm backward: dx with x and dy in registers, per-block dgamma / dbeta partials "
+           "in "
+           "registers, then a column reduction (no atomics)",
+           Op::kBackward, false, true, true, nullptr, nullptr},
+      },
+      learner_variants());
   return list;
 }
 

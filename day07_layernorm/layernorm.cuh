@@ -188,8 +188,11 @@ struct Variant {
   LayerNormFn<float> ln_fp32;
   LayerNormFn<bf16> ln_bf16;
   bool register_tiles = false;  // v5's row-in-registers kernel: the row's note names its strategy
+  const char* tags = "";        // "mine": a learner's variant (common/learner.hpp)
 };
-const std::vector<Variant>& variants();
+const std::vector<Variant>& variants();  // the day's own, then the learner's (mine/*.cu)
+// Adds a learner's variant (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_variant(const Variant& v);
 const Variant* find_variant(const std::string& name);  // nullptr when unknown
 
 }  // namespace day07

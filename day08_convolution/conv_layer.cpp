@@ -90,6 +90,7 @@ LayerCheck::LayerCheck(ConvLayer& layer, bool with_bias, uint64_t seed)
     layer.poison();
     if (first_library_call(layer, v, with_bias).empty()) {
       cudnn_y_[int(v.precision)] = layer.output(v);
+      cudnn_[int(v.precision)] = &v;
     }
   }
 }
@@ -103,8 +104,8 @@ gpu100::CompareResult LayerCheck::operator()(const Conv2dVariant& v) const {
   const ConvPrecision lib_p = v.takes_bf16_nhwc() ? ConvPrecision::kBf16 : ConvPrecision::kFp32;
   if (const std::vector<float>& lib_y = cudnn_y_[int(lib_p)]; !lib_y.empty()) {
     // cuDNN's own rounding is in this reference: the variant's tolerance plus the larger of its
-    // own and cuDNN's (x10 when Find picks a Winograd or FFT algorithm).
-    const gpu100::Tolerance tl = conv2d_tolerance(s, lib_p);
+    // own and cuDNN's (its row's tolerance: x10, since Find may pick a Winograd or FFT algorithm).
+    const gpu100::Tolerance tl = conv2d_tolerance(s, *cudnn_[int(lib_p)]);
     return gpu100::worst_of(
         {cmp, gpu100::compare(lib_y, got, tol.abs_tol + std::max(tol.abs_tol, tl.abs_tol),
                               tol.rel_tol + std::max(tol.rel_tol, tl.rel_tol))});

@@ -59,7 +59,8 @@ class LayerCheck {
   bool bias_;
   std::vector<int64_t> idx_;
   bool every_output_ = false;
-  std::vector<float> cudnn_y_[3];  // by precision (tf32: never)
+  std::vector<float> cudnn_y_[3];       // by precision (tf32: never)
+  const Conv2dVariant* cudnn_[3] = {};  // the row that wrote it
 };
 
 }  // namespace day08
