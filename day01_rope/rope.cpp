@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/compare.hpp"  // gpu100::to_double
+#include "common/learner.hpp"
 #include "rope.cuh"
 
 namespace day01 {
@@ -152,19 +153,32 @@ void RopeTable::check_covers(const RopeParams& p) const {
 
 // ---- The registry --------------------------------------------------------------------------
 
+namespace {
+std::vector<Variant>& learner_variants() {
+  static std::vector<Variant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_variant(const Variant& v) {
+  learner_variants().push_back(v);
+}
+
 const std::vector<Variant>& variants() {
-  static const std::vector<Variant> kVariants = {
-      {"v1_naive", "one thread per pair, powf + sincosf in fp32, Q then K (2 launches)",
-       Precision::kFp32, rope_v1_naive, nullptr, true},
-      {"v2_table", "one thread per pair, cos/sin from the fp64-built table, 2 launches",
-       Precision::kFp32, rope_v2_table, nullptr, false},
-      {"v3_fused_qk", "as v2_table, Q and K in one launch", Precision::kFp32, rope_v3_fused_qk,
-       nullptr, false},
-      {"v4_vec16", "as v3_fused_qk, 16-byte loads/stores (float4 = 2 or 4 pairs per thread)",
-       Precision::kFp32, rope_v4_vec16, nullptr, false},
-      {"v5_bf16", "as v4_vec16 on bf16 storage (8 values per 16 bytes), fp32 math",
-       Precision::kBf16, nullptr, rope_v5_bf16, false},
-  };
+  static const std::vector<Variant> kVariants = gpu100::with_learner<Variant>(
+      {
+          {"v1_naive", "one thread per pair, powf + sincosf in fp32, Q then K (2 launches)",
+           Precision::kFp32, rope_v1_naive, nullptr, true},
+          {"v2_table", "one thread per pair, cos/sin from the fp64-built table, 2 launches",
+           Precision::kFp32, rope_v2_table, nullptr, false},
+          {"v3_fused_qk", "as v2_table, Q and K in one launch", Precision::kFp32, rope_v3_fused_qk,
+           nullptr, false},
+          {"v4_vec16", "as v3_fused_qk, 16-byte loads/stores (float4 = 2 or 4 pairs per thread)",
+           Precision::kFp32, rope_v4_vec16, nullptr, false},
+          {"v5_bf16", "as v4_vec16 on bf16 storage (8 values per 16 bytes), fp32 math",
+           Precision::kBf16, nullptr, rope_v5_bf16, false},
+      },
+      learner_variants());
   return kVariants;
 }
 

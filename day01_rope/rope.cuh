@@ -128,8 +128,11 @@ struct Variant {
   RopeFp32Fn launch_fp32;  // set when precision == kFp32, else nullptr
   RopeBf16Fn launch_bf16;  // set when precision == kBf16, else nullptr
   bool fp32_angles;        // computes m * theta in fp32 on the fly (v1): a looser tolerance
+  const char* tags = "";   // "mine": a learner's variant (common/learner.hpp)
 };
-const std::vector<Variant>& variants();
+const std::vector<Variant>& variants();  // the day's own, then the learner's (mine/*.cu)
+// Adds a learner's variant (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_variant(const Variant& v);
 const Variant* find_variant(const std::string& name);  // nullptr when unknown
 
 // The pass/fail rule for a variant's output against the fp64 reference:
