@@ -109,8 +109,11 @@ struct GemmVariant {
   const char* library = "";                         // the cuBLAS row this variant is compared with
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
   std::string (*row_note)(GemmShape) = nullptr;     // the row's note after a run, if any
+  const char* tags = "";                            // "mine": a learner's (common/learner.hpp)
 };
-const std::vector<GemmVariant>& gemm_variants();
+const std::vector<GemmVariant>& gemm_variants();  // the day's own, then the learner's (mine/*.cu)
+// Adds a learner's GEMM (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_gemm(const GemmVariant& v);
 const GemmVariant* find_gemm_variant(const std::string& name);
 
 // A GEMM by variant name, on device pointers (the "call by name" API for later days).

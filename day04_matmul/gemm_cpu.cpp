@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/learner.hpp"
 #include "gemm.hpp"
 
 namespace day04 {
@@ -66,58 +67,72 @@ double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col) {
   return sum;
 }
 
+namespace {
+std::vector<GemmVariant>& learner_gemms() {
+  static std::vector<GemmVariant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_gemm(const GemmVariant& v) {
+  learner_gemms().push_back(v);
+}
+
 const std::vector<GemmVariant>& gemm_variants() {
   using P = Precision;
   using A = gpu100::ArchNeed;
-  static const std::vector<GemmVariant> kVariants = {
-      {"v1_naive", "one thread per output, threadIdx.x along rows (uncoalesced)", P::kFp32,
-       sgemm_v1_naive, nullptr, false, "cublas_sgemm"},
-      {"v2_coalesced", "threadIdx.x along columns: coalesced B loads and C stores", P::kFp32,
-       sgemm_v2_coalesced, nullptr, false, "cublas_sgemm"},
-      {"v3_smem_tiled", "32 x 32 tiles of A and B staged in shared memory", P::kFp32,
-       sgemm_v3_smem_tiled, nullptr, false, "cublas_sgemm"},
-      {"v4_1d_blocktile", "8 outputs per thread along a column (64 x 64 x 8 tiles)", P::kFp32,
-       sgemm_v4_1d_blocktile, nullptr, false, "cublas_sgemm"},
-      {"v5_2d_blocktile", "8 x 8 outputs per thread (128 x 128 x 8 tiles)", P::kFp32,
-       sgemm_v5_2d_blocktile, nullptr, false, "cublas_sgemm"},
-      {"v6_vectorized", "float4 global and shared loads, A transposed in shared memory", P::kFp32,
-       sgemm_v6_vectorized, nullptr, false, "cublas_sgemm"},
-      {"v7_warptile", "warp tiles of 64 x 32, conflict-free shared reads, BK = 16", P::kFp32,
-       sgemm_v7_warptile, nullptr, false, "cublas_sgemm"},
-      {"v8_double_buffered", "two shared-memory stages, next slab prefetched to registers",
-       P::kFp32, sgemm_v8_double_buffered, nullptr, false, "cublas_sgemm"},
-      {"v8_cp_async",
-       "v8 with cp.async into a 4-stage shared ring (no register staging); A transposed first "
-       "(below sm_80: plain loads)",
-       P::kFp32, sgemm_v8_cp_async, nullptr, false, "cublas_sgemm"},
-      {"v8_autotuned", "v8 with the fastest of its tile configurations, chosen per (M, N, K)",
-       P::kFp32, sgemm_v8_autotuned, nullptr, false, "cublas_sgemm", A::kAny, sgemm_autotune_note},
-      {"v9_wmma_tf32", "tensor cores via WMMA, TF32 inputs, fp32 accumulation", P::kTf32,
-       gemm_v9_wmma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
-      {"v9_wmma_bf16", "tensor cores via WMMA, BF16 inputs, fp32 accumulation", P::kBf16, nullptr,
-       gemm_v9_wmma_bf16, false, "cublas_bf16", A::kSm80},
-      {"v10_mma_tf32", "mma.sync m16n8k8 TF32 + ldmatrix + 3-stage cp.async pipeline", P::kTf32,
-       gemm_v10_mma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
-      {"v10_mma_bf16", "mma.sync + ldmatrix + 3-stage cp.async pipeline, padded tiles", P::kBf16,
-       nullptr, gemm_v10_mma_bf16, false, "cublas_bf16", A::kSm80},
-      {"v11_wgmma_tf32", "Hopper wgmma m64n256k8 TF32 + TMA; B transposed first (K-major)",
-       P::kTf32, gemm_v11_wgmma_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
-      {"v11_wgmma_bf16", "Hopper wgmma m64n256k16 from shared memory, TMA 4-stage pipeline",
-       P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16", A::kSm90a},
-      {"v12_wgmma_ws_bf16",
-       "v11 warp-specialised (TMA producer warpgroup, full/empty mbarriers) and persistent",
-       P::kBf16, nullptr, gemm_v12_wgmma_ws_bf16, false, "cublas_bf16", A::kSm90a},
-      {"v13_wgmma_cluster_bf16",
-       "v12 on 2-CTA clusters: each B tile multicast by TMA to both CTAs (a third less L2 "
-       "traffic)",
-       P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a},
-      {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
-       nullptr, true, ""},
-      {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,
-       cublas_gemm_tf32, nullptr, true, ""},
-      {"cublas_bf16", "library: cublasGemmEx, BF16 inputs, fp32 compute and output", P::kBf16,
-       nullptr, cublas_gemm_bf16, true, ""},
-  };
+  static const std::vector<GemmVariant> kVariants = gpu100::with_learner<GemmVariant>(
+      {
+          {"v1_naive", "one thread per output, threadIdx.x along rows (uncoalesced)", P::kFp32,
+           sgemm_v1_naive, nullptr, false, "cublas_sgemm"},
+          {"v2_coalesced", "threadIdx.x along columns: coalesced B loads and C stores", P::kFp32,
+           sgemm_v2_coalesced, nullptr, false, "cublas_sgemm"},
+          {"v3_smem_tiled", "32 x 32 tiles of A and B staged in shared memory", P::kFp32,
+           sgemm_v3_smem_tiled, nullptr, false, "cublas_sgemm"},
+          {"v4_1d_blocktile", "8 outputs per thread along a column (64 x 64 x 8 tiles)", P::kFp32,
+           sgemm_v4_1d_blocktile, nullptr, false, "cublas_sgemm"},
+          {"v5_2d_blocktile", "8 x 8 outputs per thread (128 x 128 x 8 tiles)", P::kFp32,
+           sgemm_v5_2d_blocktile, nullptr, false, "cublas_sgemm"},
+          {"v6_vectorized", "float4 global and shared loads, A transposed in shared memory",
+           P::kFp32, sgemm_v6_vectorized, nullptr, false, "cublas_sgemm"},
+          {"v7_warptile", "warp tiles of 64 x 32, conflict-free shared reads, BK = 16", P::kFp32,
+           sgemm_v7_warptile, nullptr, false, "cublas_sgemm"},
+          {"v8_double_buffered", "two shared-memory stages, next slab prefetched to registers",
+           P::kFp32, sgemm_v8_double_buffered, nullptr, false, "cublas_sgemm"},
+          {"v8_cp_async",
+           "v8 with cp.async into a 4-stage shared ring (no register staging); A transposed first "
+           "(below sm_80: plain loads)",
+           P::kFp32, sgemm_v8_cp_async, nullptr, false, "cublas_sgemm"},
+          {"v8_autotuned", "v8 with the fastest of its tile configurations, chosen per (M, N, K)",
+           P::kFp32, sgemm_v8_autotuned, nullptr, false, "cublas_sgemm", A::kAny,
+           sgemm_autotune_note},
+          {"v9_wmma_tf32", "tensor cores via WMMA, TF32 inputs, fp32 accumulation", P::kTf32,
+           gemm_v9_wmma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
+          {"v9_wmma_bf16", "tensor cores via WMMA, BF16 inputs, fp32 accumulation", P::kBf16,
+           nullptr, gemm_v9_wmma_bf16, false, "cublas_bf16", A::kSm80},
+          {"v10_mma_tf32", "mma.sync m16n8k8 TF32 + ldmatrix + 3-stage cp.async pipeline", P::kTf32,
+           gemm_v10_mma_tf32, nullptr, false, "cublas_tf32", A::kSm80},
+          {"v10_mma_bf16", "mma.sync + ldmatrix + 3-stage cp.async pipeline, padded tiles",
+           P::kBf16, nullptr, gemm_v10_mma_bf16, false, "cublas_bf16", A::kSm80},
+          {"v11_wgmma_tf32", "Hopper wgmma m64n256k8 TF32 + TMA; B transposed first (K-major)",
+           P::kTf32, gemm_v11_wgmma_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
+          {"v11_wgmma_bf16", "Hopper wgmma m64n256k16 from shared memory, TMA 4-stage pipeline",
+           P::kBf16, nullptr, gemm_v11_wgmma_bf16, false, "cublas_bf16", A::kSm90a},
+          {"v12_wgmma_ws_bf16",
+           "v11 warp-specialised (TMA producer warpgroup, full/empty mbarriers) and persistent",
+           P::kBf16, nullptr, gemm_v12_wgmma_ws_bf16, false, "cublas_bf16", A::kSm90a},
+          {"v13_wgmma_cluster_bf16",
+           "v12 on 2-CTA clusters: each B tile multicast by TMA to both CTAs (a third less L2 "
+           "traffic)",
+           P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a},
+          {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
+           nullptr, true, ""},
+          {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,
+           cublas_gemm_tf32, nullptr, true, ""},
+          {"cublas_bf16", "library: cublasGemmEx, BF16 inputs, fp32 compute and output", P::kBf16,
+           nullptr, cublas_gemm_bf16, true, ""},
+      },
+      learner_gemms());
   return kVariants;
 }
 

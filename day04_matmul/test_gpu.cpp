@@ -7,76 +7,19 @@
 #include <string>
 #include <vector>
 
-#include "common/catch.hpp"
-#include "common/compare.hpp"
-#include "common/cuda_check.hpp"
-#include "common/device_buffer.hpp"
 #include "common/errors.hpp"
-#include "common/half.hpp"
-#include "common/random.hpp"
-#include "gemm.hpp"
+#include "common/tags.hpp"
+#include "test_suite.hpp"
 #include "transpose.hpp"
 
-namespace {
-
-// The last two are multiples of 4 but of no tile size: v8_cp_async's 16-byte
-// path with partial tiles, and K = 20, shorter than v8_cp_async's ring of stages.
-const std::vector<day04::GemmShape> kShapes = {
-    {1, 1, 1},       {33, 33, 33},    {1, 1000, 33},  {1000, 1, 17},  {127, 129, 257},
-    {128, 128, 128}, {257, 96, 1000}, {4097, 33, 64}, {65, 67, 2048}, {130, 260, 36},
-    {300, 264, 200}, {132, 68, 44},   {260, 136, 20}};
-
-// Runs variant v on fresh inputs and compares with the double-precision CPU reference.
-// beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.
-void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float alpha, float beta,
-                   uint64_t seed) {
-  INFO("variant " << v.name << ", " << s.m << " x " << s.n << " x " << s.k << ", alpha " << alpha
-                  << ", beta " << beta);
-  auto a = gpu100::random_vector<float>(size_t(s.m) * s.k, seed);
-  auto b = gpu100::random_vector<float>(size_t(s.k) * s.n, seed + 1);
-  const auto c0 = gpu100::random_vector<float>(size_t(s.m) * s.n, seed + 2);
-  const bool bf16 = v.precision == day04::Precision::kBf16;
-  if (bf16) {  // the reference multiplies exactly the values the GPU sees
-    a = gpu100::round_trip<__nv_bfloat16>(a);
-    b = gpu100::round_trip<__nv_bfloat16>(b);
-  }
-  std::vector<float> ref = c0;
-  day04::gemm_cpu(s, alpha, a.data(), b.data(), beta, ref.data());
-
-  gpu100::DeviceBuffer<float> d_c(ref.size());
-  if (beta == 0.f) {
-    d_c.poison();
-  } else {
-    d_c.upload(c0);
-  }
-  if (bf16) {
-    gpu100::DeviceBuffer<__nv_bfloat16> d_a(a.size()), d_b(b.size());
-    d_a.upload(gpu100::convert_from_float<__nv_bfloat16>(a));
-    d_b.upload(gpu100::convert_from_float<__nv_bfloat16>(b));
-    v.bf16(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
-    CUDA_CHECK(cudaPeekAtLastError());
-    CUDA_CHECK(cudaDeviceSynchronize());
-  } else {
-    gpu100::DeviceBuffer<float> d_a(a.size()), d_b(b.size());
-    d_a.upload(a);
-    d_b.upload(b);
-    v.fp32(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
-    CUDA_CHECK(cudaPeekAtLastError());
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  // The day's one pass rule (day04::gemm_tolerance), the binary's too.
-  const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k, alpha);
-  const auto cmp = gpu100::compare(ref, d_c.download(), tol.abs_tol, tol.rel_tol);
-  INFO(cmp.summary());
-  REQUIRE(cmp.ok);
-}
-
-}  // namespace
+using day04_tests::check_variant;
+using day04_tests::kShapes;
 
 TEST_CASE("every GEMM variant matches the CPU at awkward shapes (beta = 0, C poisoned)", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 10;
   for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
     if (gpu100::lacks_code(v)) continue;
     for (const auto& s : kShapes) {
       // Under compute-sanitizer (GPU100_TEST_MAX_N set) only the shapes with few outputs run.
@@ -90,6 +33,7 @@ TEST_CASE("every GEMM variant applies alpha and beta", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 1000;
   for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
     if (gpu100::lacks_code(v)) continue;
     check_variant(v, {77, 45, 61}, 1.5f, -0.75f, seed += 3);
     check_variant(v, {128, 256, 40}, -2.0f, 0.5f, seed += 3);
@@ -159,6 +103,7 @@ TEST_CASE("GEMM launchers reject bad shapes before launching", "[gpu]") {
   GPU100_REQUIRE_GPU();
   gpu100::DeviceBuffer<float> d(16);
   for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
     if (v.fp32 == nullptr) continue;
     INFO(v.name);
     CHECK_THROWS_AS(v.fp32({0, 4, 4}, 1.f, d.data(), d.data(), 0.f, d.data(), nullptr),
@@ -177,6 +122,7 @@ TEST_CASE("a variant this build lacks is refused before any launch, naming the b
   GPU100_REQUIRE_GPU();
   gpu100::DeviceBuffer<float> d(64 * 64);
   for (const auto& v : day04::gemm_variants()) {
+    if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
     if (gpu100::build_has(v.needs) || v.fp32 == nullptr) continue;
     INFO(v.name);
     try {

@@ -1,0 +1,78 @@
+#pragma once
+// day04's GPU checks of one GEMM: the day's tests run them on every variant of the registry, and
+// the test cases generated for a learner's GEMM (mine_test.cpp.in) on that one.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/catch.hpp"
+#include "common/compare.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device_buffer.hpp"
+#include "common/half.hpp"
+#include "common/random.hpp"
+#include "gemm.hpp"
+
+namespace day04_tests {
+
+// The last two are multiples of 4 but of no tile size: v8_cp_async's 16-byte
+// path with partial tiles, and K = 20, shorter than v8_cp_async's ring of stages.
+inline const std::vector<day04::GemmShape> kShapes = {
+    {1, 1, 1},       {33, 33, 33},    {1, 1000, 33},  {1000, 1, 17},  {127, 129, 257},
+    {128, 128, 128}, {257, 96, 1000}, {4097, 33, 64}, {65, 67, 2048}, {130, 260, 36},
+    {300, 264, 200}, {132, 68, 44},   {260, 136, 20}};
+
+// Runs variant v on fresh inputs and compares with the double-precision CPU reference.
+// beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.
+inline void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float alpha, float beta,
+                          uint64_t seed) {
+  INFO("variant " << v.name << ", " << s.m << " x " << s.n << " x " << s.k << ", alpha " << alpha
+                  << ", beta " << beta);
+  auto a = gpu100::random_vector<float>(size_t(s.m) * s.k, seed);
+  auto b = gpu100::random_vector<float>(size_t(s.k) * s.n, seed + 1);
+  const auto c0 = gpu100::random_vector<float>(size_t(s.m) * s.n, seed + 2);
+  const bool bf16 = v.precision == day04::Precision::kBf16;
+  if (bf16) {  // the reference multiplies exactly the values the GPU sees
+    a = gpu100::round_trip<__nv_bfloat16>(a);
+    b = gpu100::round_trip<__nv_bfloat16>(b);
+  }
+  std::vector<float> ref = c0;
+  day04::gemm_cpu(s, alpha, a.data(), b.data(), beta, ref.data());
+
+  gpu100::DeviceBuffer<float> d_c(ref.size());
+  if (beta == 0.f) {
+    d_c.poison();
+  } else {
+    d_c.upload(c0);
+  }
+  if (bf16) {
+    gpu100::DeviceBuffer<__nv_bfloat16> d_a(a.size()), d_b(b.size());
+    d_a.upload(gpu100::convert_from_float<__nv_bfloat16>(a));
+    d_b.upload(gpu100::convert_from_float<__nv_bfloat16>(b));
+    v.bf16(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
+    CUDA_CHECK(cudaPeekAtLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    gpu100::DeviceBuffer<float> d_a(a.size()), d_b(b.size());
+    d_a.upload(a);
+    d_b.upload(b);
+    v.fp32(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
+    CUDA_CHECK(cudaPeekAtLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // The day's one pass rule (day04::gemm_tolerance), the binary's too.
+  const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k, alpha);
+  const auto cmp = gpu100::compare(ref, d_c.download(), tol.abs_tol, tol.rel_tol);
+  INFO(cmp.summary());
+  REQUIRE(cmp.ok);
+}
+
+inline const day04::GemmVariant& variant(const std::string& name) {
+  const day04::GemmVariant* v = day04::find_gemm_variant(name);
+  if (v == nullptr) throw std::logic_error("no GEMM variant " + name);
+  return *v;
+}
+
+}  // namespace day04_tests
