@@ -1,5 +1,6 @@
 // day05: the registry, shape checks, workspace sizes, the CPU reference (double) and the checks.
 #include "attention.hpp"
+#include "common/learner.hpp"
 
 #include <fmt/format.h>
 
@@ -116,33 +117,48 @@ std::string v5_refusal(const AttentionShape& s) {
 
 // ---- registry --------------------------------------------------------------------------------
 
+namespace {
+std::vector<AttentionVariant>& learner_variants() {
+  static std::vector<AttentionVariant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_variant(const AttentionVariant& v) {
+  learner_variants().push_back(v);
+}
+
 const std::vector<AttentionVariant>& attention_variants() {
   using P = Precision;
-  static const std::vector<AttentionVariant> variants = {
-      {"v1_naive",
-       "three steps: S = Q K^T per head (day04 GEMM, K transposed by day04), a row softmax "
-       "kernel (block per row, 3 passes), O = P V per head (day04 GEMM); all S x S scores in "
-       "memory",
-       P::kFp32, attention_v1_naive, nullptr, v1_workspace_bytes, v1_refusal, false, false},
-      {"v2_cublas",
-       "cuBLAS strided-batched SGEMMs + one fused scale/mask/softmax kernel (a warp per row, "
-       "online max and sum): the library path",
-       P::kFp32, attention_v2_cublas, nullptr, v2_workspace_bytes, v2_refusal, false, true},
-      {"v3_flash_fp32",
-       "flash attention on CUDA cores: a 64-query tile per block, K/V tiles streamed through "
-       "shared memory, online softmax, no S x S matrix, causal tiles skipped",
-       P::kFp32, attention_v3_flash_fp32, nullptr, flash_workspace_bytes, v3_refusal, true, false},
-      {"v4_flash_bf16",
-       "FlashAttention-2 style on tensor cores: mma.sync m16n8k16 + ldmatrix, Q in registers, "
-       "K/V double-buffered with cp.async, P kept in registers, 128 queries per block",
-       P::kBf16, nullptr, attention_v4_flash_bf16, flash_workspace_bytes, v4_refusal, true, false,
-       gpu100::ArchNeed::kSm80},
-      {"v5_flash_wgmma",
-       "FlashAttention-3 style on Hopper: wgmma m64n128k16 (S from shared memory, P V with P in "
-       "registers), a TMA producer warp, a K/V ring handed over with mbarriers",
-       P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true, false,
-       gpu100::ArchNeed::kSm90a},
-  };
+  static const std::vector<AttentionVariant> variants = gpu100::with_learner<AttentionVariant>(
+      {
+          {"v1_naive",
+           "three steps: S = Q K^T per head (day04 GEMM, K transposed by day04), a row softmax "
+           "kernel (block per row, 3 passes), O = P V per head (day04 GEMM); all S x S scores in "
+           "memory",
+           P::kFp32, attention_v1_naive, nullptr, v1_workspace_bytes, v1_refusal, false, false},
+          {"v2_cublas",
+           "cuBLAS strided-batched SGEMMs + one fused scale/mask/softmax kernel (a warp per row, "
+           "online max and sum): the library path",
+           P::kFp32, attention_v2_cublas, nullptr, v2_workspace_bytes, v2_refusal, false, true},
+          {"v3_flash_fp32",
+           "flash attention on CUDA cores: a 64-query tile per block, K/V tiles streamed through "
+           "shared memory, online softmax, no S x S matrix, causal tiles skipped",
+           P::kFp32, attention_v3_flash_fp32, nullptr, flash_workspace_bytes, v3_refusal, true,
+           false},
+          {"v4_flash_bf16",
+           "FlashAttention-2 style on tensor cores: mma.sync m16n8k16 + ldmatrix, Q in registers, "
+           "K/V double-buffered with cp.async, P kept in registers, 128 queries per block",
+           P::kBf16, nullptr, attention_v4_flash_bf16, flash_workspace_bytes, v4_refusal, true,
+           false, gpu100::ArchNeed::kSm80},
+          {"v5_flash_wgmma",
+           "FlashAttention-3 style on Hopper: wgmma m64n128k16 (S from shared memory, P V with P "
+           "in "
+           "registers), a TMA producer warp, a K/V ring handed over with mbarriers",
+           P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true,
+           false, gpu100::ArchNeed::kSm90a},
+      },
+      learner_variants());
   return variants;
 }
 

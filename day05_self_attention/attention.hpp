@@ -104,8 +104,12 @@ struct AttentionVariant {
   bool is_flash = false;    // writes the row log-sum-exp; no S x S matrix
   bool is_library = false;  // v2: the cuBLAS path a user would write by hand
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
+  const char* tags = "";  // "mine": a learner's variant (common/learner.hpp)
 };
+// The day's own variants, then the learner's (mine/*.cu).
 const std::vector<AttentionVariant>& attention_variants();
+// Adds a learner's variant (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_variant(const AttentionVariant& v);
 const AttentionVariant* find_variant(const std::string& name);  // nullptr when unknown
 
 // ---- CPU reference (double) ------------------------------------------------------------------
