@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
+#include "common/learner.hpp"
 #include "conv_day.hpp"
 
 namespace day08 {
@@ -165,44 +166,59 @@ void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bflo
 }
 }  // namespace
 
+namespace {
+std::vector<Conv2dVariant>& learner_conv2d() {
+  static std::vector<Conv2dVariant> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_conv2d(const Conv2dVariant& v) {
+  learner_conv2d().push_back(v);
+}
+
 const std::vector<Conv2dVariant>& conv2d_variants() {
   using P = ConvPrecision;
-  static const std::vector<Conv2dVariant> v = {
-      {"v1_direct", "one thread per output, loops over c, r, s", P::kFp32, conv2d_v1_direct, false,
-       "cudnn_fp32"},
-      {"v2_smem_tiled", "16x16 output tile x 8 filters: input halo tile and weights in shared",
-       P::kFp32, conv2d_v2_smem_tiled, false, "cudnn_fp32"},
-      {"v3_im2col_gemm", "im2col into a scratch matrix, then day04's v7_warptile SGEMM", P::kFp32,
-       conv2d_v3_im2col_gemm, false, "cudnn_fp32"},
-      {"v4_implicit_gemm",
-       "implicit GEMM 128x64x16, 3-stage cp.async gather (below sm_80: plain loads), day04 "
-       "WarpTile, 8x8 per thread",
-       P::kFp32, conv2d_v4_implicit_gemm, false, "cudnn_fp32"},
-      {"v5_implicit_gemm_tf32",
-       "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
-       conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32", nullptr, false, nullptr, 1,
-       gpu100::ArchNeed::kSm80},
-      {"v6_implicit_gemm_bf16_nhwc",
-       "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, ldmatrix",
-       P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal, 1,
-       gpu100::ArchNeed::kSm80},
-      {"v7_winograd",
-       "Winograd F(2x2,3x3): filter transform, then 32 tiles x 64 filters per block, 16 GEMMs in "
-       "registers",
-       P::kFp32, conv2d_v7_winograd, false, "cudnn_fp32", nullptr, false, v7_refusal, 4},
-      {"v8_winograd_tf32", "v7 with each chunk's 16 point products on mma.sync m16n8k8 TF32",
-       P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4,
-       gpu100::ArchNeed::kSm80},
-      // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that of a
-      // direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the ResNet
-      // layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.
-      {"cudnn_fp32", "library: cuDNN forward, FMA math, algorithm from Find", P::kFp32,
-       conv2d_cudnn_fp32, true, "", nullptr, false, nullptr, 10},
-      {"cudnn_tf32", "library: cuDNN forward, tensor-op math (TF32), algorithm from Find", P::kTf32,
-       conv2d_cudnn_tf32, true, "", nullptr, false, nullptr, 10},
-      {"cudnn_bf16_nhwc", "library: cuDNN forward, bf16 NHWC in and out, tensor-op math, Find",
-       P::kBf16, nullptr, true, "", cudnn_bf16_nhwc, true, cudnn_bf16_refusal},
-  };
+  static const std::vector<Conv2dVariant> v = gpu100::with_learner<Conv2dVariant>(
+      {
+          {"v1_direct", "one thread per output, loops over c, r, s", P::kFp32, conv2d_v1_direct,
+           false, "cudnn_fp32"},
+          {"v2_smem_tiled", "16x16 output tile x 8 filters: input halo tile and weights in shared",
+           P::kFp32, conv2d_v2_smem_tiled, false, "cudnn_fp32"},
+          {"v3_im2col_gemm", "im2col into a scratch matrix, then day04's v7_warptile SGEMM",
+           P::kFp32, conv2d_v3_im2col_gemm, false, "cudnn_fp32"},
+          {"v4_implicit_gemm",
+           "implicit GEMM 128x64x16, 3-stage cp.async gather (below sm_80: plain loads), day04 "
+           "WarpTile, 8x8 per thread",
+           P::kFp32, conv2d_v4_implicit_gemm, false, "cudnn_fp32"},
+          {"v5_implicit_gemm_tf32",
+           "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
+           conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32", nullptr, false, nullptr, 1,
+           gpu100::ArchNeed::kSm80},
+          {"v6_implicit_gemm_bf16_nhwc",
+           "implicit GEMM 128x64x32 on mma.sync m16n8k16 bf16, NHWC/KRSC, 16-byte cp.async, "
+           "ldmatrix",
+           P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v6_bf16_nhwc, false, v6_refusal, 1,
+           gpu100::ArchNeed::kSm80},
+          {"v7_winograd",
+           "Winograd F(2x2,3x3): filter transform, then 32 tiles x 64 filters per block, 16 GEMMs "
+           "in "
+           "registers",
+           P::kFp32, conv2d_v7_winograd, false, "cudnn_fp32", nullptr, false, v7_refusal, 4},
+          {"v8_winograd_tf32", "v7 with each chunk's 16 point products on mma.sync m16n8k8 TF32",
+           P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4,
+           gpu100::ArchNeed::kSm80},
+          // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
+          // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
+          // ResNet layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.
+          {"cudnn_fp32", "library: cuDNN forward, FMA math, algorithm from Find", P::kFp32,
+           conv2d_cudnn_fp32, true, "", nullptr, false, nullptr, 10},
+          {"cudnn_tf32", "library: cuDNN forward, tensor-op math (TF32), algorithm from Find",
+           P::kTf32, conv2d_cudnn_tf32, true, "", nullptr, false, nullptr, 10},
+          {"cudnn_bf16_nhwc", "library: cuDNN forward, bf16 NHWC in and out, tensor-op math, Find",
+           P::kBf16, nullptr, true, "", cudnn_bf16_nhwc, true, cudnn_bf16_refusal},
+      },
+      learner_conv2d());
   return v;
 }
 

@@ -140,10 +140,14 @@ struct Conv2dVariant {
   // Scales the precision's tolerance: a fast algorithm (Winograd) rounds more than a direct sum.
   double tol_scale = 1;
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
+  const char* tags = "";  // "mine": a learner's variant (common/learner.hpp)
   bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }
 };
-// Every variant, cuDNN included (its rows are skipped without cuDNN).
+// Every variant, cuDNN included (its rows are skipped without cuDNN), then the learner's
+// (mine/*.cu).
 const std::vector<Conv2dVariant>& conv2d_variants();
+// Adds a learner's Conv2d (tagged "mine") from its file in mine/ (common/learner.hpp).
+void add_learner_conv2d(const Conv2dVariant& v);
 // nullptr when unknown; "best_fp32" resolves to kBestFp32.
 const Conv2dVariant* find_conv2d_variant(const std::string& name);
 constexpr const char* kBestFp32 = "v4_implicit_gemm";
