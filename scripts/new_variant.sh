@@ -34,7 +34,8 @@ if ! [[ "$name" =~ ^[a-z][a-z0-9_]{0,39}$ ]]; then
   echo "new_variant: '$name' must be lower case letters, digits and _, starting with a letter" >&2
   exit 2
 fi
-if grep -q "\"$name\"" "$folder"/*.cpp "$folder"/*.cu 2>/dev/null; then
+# A registry entry starts with its name: {"v1_naive", ...
+if grep -qE "\{\s*\"$name\"" "$folder"/*.cpp "$folder"/*.cu 2>/dev/null; then
   echo "new_variant: '$name' is already a name in $folder; pick another" >&2
   exit 2
 fi
