@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/args.hpp"
@@ -119,10 +120,7 @@ Options parse_options(gpu100::ArgParser& args) {
   return opt;
 }
 
-int run(int argc, char** argv) {
-  gpu100::ArgParser args("day01_rope",
-                         "rotary position embedding on Q [B,S,Hq,D] and K [B,S,Hkv,D], against "
-                         "an fp64 CPU reference");
+void declare_flags(gpu100::ArgParser& args) {
   args.add_int("batch", "B, sequences per batch", 8, 1, int64_t(1) << 20);
   args.add_int("seq", "S, tokens per sequence", 4096, 1, int64_t(1) << 24);
   args.add_int("heads", "Hq, query heads", 32, 1, int64_t(1) << 16);
@@ -135,8 +133,60 @@ int run(int argc, char** argv) {
   args.add_flag("half-split", "pair x[i] with x[i + D/2] (GPT-NeoX, HF Llama) instead of x[2i+1]");
   args.add_common();
   args.add_alias("dim", "head-dim");
-  if (!args.parse(argc, argv)) return gpu100::kExitOk;
+}
 
+// The rows of the selected variants of one element type T. For bf16 the inputs are rounded and
+// the reference is recomputed from those exact values. Returns "best <T>: <variant> at X% of the
+// copy ceiling" ("" when no variant of T ran).
+template <typename T>
+std::string run_precision(const Options& opt, const std::vector<float>& q,
+                          const std::vector<float>& k, Reference& ref,
+                          const day01::RopeTable& table, double cpu_ms, gpu100::DayRun& run) {
+  const RopeParams& p = opt.p;
+  const auto prec = std::is_same_v<T, float> ? day01::Precision::kFp32 : day01::Precision::kBf16;
+  std::vector<const day01::Variant*> list;
+  for (const auto* v : opt.variants) {
+    if (v->precision == prec) list.push_back(v);
+  }
+  if (list.empty()) return "";
+  const auto q_t = gpu100::convert_from_float<T>(q), k_t = gpu100::convert_from_float<T>(k);
+  if constexpr (!std::is_same_v<T, float>) {
+    day01::rope_cpu(q_t.data(), k_t.data(), ref.q.data(), ref.k.data(), p);
+  }
+  gpu100::DeviceBuffer<T> d_q(q.size()), d_k(k.size()), d_q_out(q.size()), d_k_out(k.size());
+  d_q.upload(q_t);
+  d_k.upload(k_t);
+  const double bytes = 2.0 * double(q.size() + k.size()) * sizeof(T);
+  gpu100::ResultRow best;
+  for (const auto* v : list) {
+    gpu100::ResultRow row = run.measure(
+        v->name, gpu100::to_string(v->precision), shape_label(p),
+        [&] { d_q_out.poison(), d_k_out.poison(); },
+        [&] {
+          if constexpr (std::is_same_v<T, float>) {
+            v->launch_fp32(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, table,
+                           nullptr);
+          } else {
+            v->launch_bf16(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, table,
+                           nullptr);
+          }
+        },
+        [&] { return check_outputs(*v, p, ref, d_q_out, d_k_out); });
+    gpu100::derive(row, bytes, 0, run.ceiling_gbps(), cpu_ms, 0);
+    if (row.ok && row.pct_of_ceiling > best.pct_of_ceiling) best = row;
+    run.table().add(row);
+  }
+  if (!best.pct_of_ceiling) return "";
+  return fmt::format("best {}: {} at {:.1f}% of the copy ceiling", gpu100::to_string(prec),
+                     best.variant, *best.pct_of_ceiling);
+}
+
+int run(int argc, char** argv) {
+  gpu100::ArgParser args("day01_rope",
+                         "rotary position embedding on Q [B,S,Hq,D] and K [B,S,Hkv,D], against "
+                         "an fp64 CPU reference");
+  declare_flags(args);
+  if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (gpu100::list_requested(args, day01::variants())) return gpu100::kExitOk;
   const Options opt = parse_options(args);
   const RopeParams& p = opt.p;
@@ -146,17 +196,9 @@ int run(int argc, char** argv) {
       "day01_rope",
       fmt::format("RoPE on Q and K, {} pairs, base {}", day01::style_name(p.style), p.base),
       opt.common);
-  const double ceiling = run.ceiling_gbps();
-
   const int64_t nq = p.q_elems(), nk = p.k_elems();
-  const double elems = double(nq) + double(nk);
   const size_t table_bytes = size_t(p.positions()) * size_t(p.dim / 2) * sizeof(float2);
-  bool any_fp32 = false, any_bf16 = false;
-  for (const auto* v : opt.variants) {
-    (v->precision == day01::Precision::kFp32 ? any_fp32 : any_bf16) = true;
-  }
-  const size_t elem_bytes = any_fp32 ? sizeof(float) : sizeof(__nv_bfloat16);
-  gpu100::require_device_memory(2 * size_t(nq + nk) * elem_bytes + table_bytes,
+  gpu100::require_device_memory(2 * size_t(nq + nk) * sizeof(float) + table_bytes,
                                 shape_label(p).c_str());
   fmt::print(
       "GB/s counts Q and K read once and Q_out and K_out written once; the cos/sin table\n"
@@ -169,78 +211,18 @@ int run(int argc, char** argv) {
   Reference ref{std::vector<double>(nq), std::vector<double>(nk)};
   int cpu_runs = 0;
   const double cpu_ms = time_cpu_reference(q, k, ref, p, cpu_runs);
-
-  gpu100::ResultTable& table = run.table();
-  ResultRow cpu = gpu100::make_row("cpu_reference", "fp64", shape_label(p));
-  cpu.ms = cpu_ms;
-  cpu.verified = false;  // the reference itself
-  gpu100::derive(cpu, elems * 2 * sizeof(float), 0, 0, cpu_ms, 0);
+  ResultRow cpu = gpu100::reference_row("cpu_reference", "fp64", shape_label(p), cpu_ms,
+                                        2.0 * double(nq + nk) * sizeof(float));
   cpu.note = fmt::format(
-      "one thread, fp64 std::complex, the whole problem (not extrapolated), "
-      "median of {} run(s)",
+      "one thread, fp64 std::complex, the whole problem (not extrapolated), median of {} run(s)",
       cpu_runs);
-  table.add(cpu);
+  run.table().add(cpu);
 
   const day01::RopeTable rope_table(p);
-  // Poisons the outputs, launches once, checks every element, then times the launch.
-  auto measure = [&](const day01::Variant& v, const auto& launch, auto& q_out, auto& k_out) {
-    return run.measure(
-        v.name, gpu100::to_string(v.precision), shape_label(p),
-        [&] { q_out.poison(), k_out.poison(); }, launch,
-        [&] { return check_outputs(v, p, ref, q_out, k_out); });
-  };
-  double best_pct[2] = {-1, -1};
-  std::string best_name[2];
-  auto add_row = [&](ResultRow row, const day01::Variant& v, double bytes) {
-    gpu100::derive(row, bytes, 0, ceiling, cpu_ms, 0);
-    const int slot = v.precision == day01::Precision::kFp32 ? 0 : 1;
-    if (row.ok && row.pct_of_ceiling && *row.pct_of_ceiling > best_pct[slot]) {
-      best_pct[slot] = *row.pct_of_ceiling;
-      best_name[slot] = v.name;
-    }
-    table.add(std::move(row));
-  };
-
-  if (any_fp32) {
-    gpu100::DeviceBuffer<float> d_q(nq), d_k(nk), d_q_out(nq), d_k_out(nk);
-    d_q.upload(q);
-    d_k.upload(k);
-    const double bytes = elems * 2 * sizeof(float);
-    for (const auto* v : opt.variants) {
-      if (v->precision != day01::Precision::kFp32) continue;
-      auto launch = [&] {
-        v->launch_fp32(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, rope_table,
-                       nullptr);
-      };
-      add_row(measure(*v, launch, d_q_out, d_k_out), *v, bytes);
-    }
-  }
-  if (any_bf16) {
-    // The bf16 variant reads bf16 inputs, so its reference is the rotation of those exact values.
-    const auto q_bf = gpu100::convert_from_float<__nv_bfloat16>(q);
-    const auto k_bf = gpu100::convert_from_float<__nv_bfloat16>(k);
-    day01::rope_cpu(q_bf.data(), k_bf.data(), ref.q.data(), ref.k.data(), p);
-    gpu100::DeviceBuffer<__nv_bfloat16> d_q(nq), d_k(nk), d_q_out(nq), d_k_out(nk);
-    d_q.upload(q_bf);
-    d_k.upload(k_bf);
-    const double bytes = elems * 2 * sizeof(__nv_bfloat16);
-    for (const auto* v : opt.variants) {
-      if (v->precision != day01::Precision::kBf16) continue;
-      auto launch = [&] {
-        v->launch_bf16(d_q.data(), d_k.data(), d_q_out.data(), d_k_out.data(), p, rope_table,
-                       nullptr);
-      };
-      add_row(measure(*v, launch, d_q_out, d_k_out), *v, bytes);
-    }
-  }
-
   std::string verdict_extra;
-  for (int slot = 0; slot < 2; ++slot) {
-    if (best_pct[slot] < 0) continue;
-    if (!verdict_extra.empty()) verdict_extra += "; ";
-    verdict_extra += fmt::format("best {}: {} at {:.1f}% of the copy ceiling",
-                                 slot == 0 ? "fp32" : "bf16", best_name[slot], best_pct[slot]);
-  }
+  gpu100::append(verdict_extra, run_precision<float>(opt, q, k, ref, rope_table, cpu_ms, run));
+  gpu100::append(verdict_extra,
+                 run_precision<__nv_bfloat16>(opt, q, k, ref, rope_table, cpu_ms, run));
   return run.finish(
       p.style == day01::RopeStyle::kHalfSplit ? "day01_rope_half_split" : "day01_rope",
       verdict_extra);

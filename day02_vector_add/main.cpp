@@ -29,6 +29,43 @@ namespace {
 
 using gpu100::ResultRow;
 
+// A transfer's row: a time and the bytes moved, nothing to check.
+ResultRow transfer_row(const char* name, const std::string& shape, double ms, double bytes) {
+  ResultRow row = gpu100::make_row(name, "fp32", shape);
+  row.ms = ms;
+  row.verified = false;
+  gpu100::derive(row, bytes, 0, 0, 0, 0);
+  return row;
+}
+
+// Times A and B to the device and C back, from pageable buffers (plain std::vector: what most
+// first programs use) and from pinned ones (the DMA engine reads them directly, no staging copy);
+// returns the pageable times, which the end-to-end rows add to the kernel's.
+void time_transfers(const std::vector<float>& a, const std::vector<float>& b,
+                    gpu100::DeviceBuffer<float>& d_a, gpu100::DeviceBuffer<float>& d_b,
+                    gpu100::DeviceBuffer<float>& d_c, gpu100::ResultTable& table, double& h2d_ms,
+                    double& d2h_ms) {
+  const size_t n = a.size(), bytes = n * sizeof(float);
+  const int reps = 3;
+  std::vector<float> c_host(n);
+  d_c.poison();
+  h2d_ms = gpu100::time_memcpy_ms(d_a.data(), a.data(), bytes, cudaMemcpyHostToDevice, reps) +
+           gpu100::time_memcpy_ms(d_b.data(), b.data(), bytes, cudaMemcpyHostToDevice, reps);
+  d2h_ms = gpu100::time_memcpy_ms(c_host.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
+  table.add(transfer_row("h2d_pageable", fmt::format("2 x {} B", bytes), h2d_ms, 2.0 * bytes));
+  table.add(transfer_row("d2h_pageable", fmt::format("{} B", bytes), d2h_ms, double(bytes)));
+  gpu100::PinnedBuffer<float> pinned(n);
+  std::copy(a.begin(), a.end(), pinned.data());
+  table.add(transfer_row(
+      "h2d_pinned", fmt::format("{} B", bytes),
+      gpu100::time_memcpy_ms(d_a.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, reps),
+      double(bytes)));
+  table.add(transfer_row(
+      "d2h_pinned", fmt::format("{} B", bytes),
+      gpu100::time_memcpy_ms(pinned.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps),
+      double(bytes)));
+}
+
 // Runs the CPU reference and every selected variant at one size. With `transfers`, also times
 // the H2D/D2H copies (pageable and pinned) and adds the end-to-end rows.
 void run_size(int64_t n, const std::vector<const day02::Variant*>& variants, uint64_t seed,
@@ -54,41 +91,7 @@ void run_size(int64_t n, const std::vector<const day02::Variant*>& variants, uin
 
   gpu100::DeviceBuffer<float> d_a(n), d_b(n), d_c(n);
   double h2d_ms = 0, d2h_ms = 0;
-  if (transfers) {
-    // Pageable buffers (plain std::vector): what most first programs use.
-    std::vector<float> c_host(n);
-    d_c.poison();
-    const int reps = 3;
-    h2d_ms = gpu100::time_memcpy_ms(d_a.data(), a.data(), bytes, cudaMemcpyHostToDevice, reps) +
-             gpu100::time_memcpy_ms(d_b.data(), b.data(), bytes, cudaMemcpyHostToDevice, reps);
-    d2h_ms = gpu100::time_memcpy_ms(c_host.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
-    ResultRow h2d = gpu100::make_row("h2d_pageable", "fp32", fmt::format("2 x {} B", bytes));
-    h2d.ms = h2d_ms;
-    h2d.verified = false;
-    gpu100::derive(h2d, 2.0 * bytes, 0, 0, 0, 0);
-    table.add(h2d);
-    ResultRow d2h = gpu100::make_row("d2h_pageable", "fp32", fmt::format("{} B", bytes));
-    d2h.ms = d2h_ms;
-    d2h.verified = false;
-    gpu100::derive(d2h, bytes, 0, 0, 0, 0);
-    table.add(d2h);
-
-    // Pinned buffers: the DMA engine reads them directly, no staging copy.
-    gpu100::PinnedBuffer<float> pinned(n);
-    std::copy(a.begin(), a.end(), pinned.data());
-    ResultRow h2dp = gpu100::make_row("h2d_pinned", "fp32", fmt::format("{} B", bytes));
-    h2dp.ms =
-        gpu100::time_memcpy_ms(d_a.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, reps);
-    h2dp.verified = false;
-    gpu100::derive(h2dp, bytes, 0, 0, 0, 0);
-    table.add(h2dp);
-    ResultRow d2hp = gpu100::make_row("d2h_pinned", "fp32", fmt::format("{} B", bytes));
-    d2hp.ms =
-        gpu100::time_memcpy_ms(pinned.data(), d_c.data(), bytes, cudaMemcpyDeviceToHost, reps);
-    d2hp.verified = false;
-    gpu100::derive(d2hp, bytes, 0, 0, 0, 0);
-    table.add(d2hp);
-  }
+  if (transfers) time_transfers(a, b, d_a, d_b, d_c, table, h2d_ms, d2h_ms);
   d_a.upload(a);
   d_b.upload(b);
 

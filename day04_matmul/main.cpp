@@ -38,8 +38,7 @@ struct Options {
   }
 };
 
-// ---- part 1: transpose
-// ----------------------------------------------------------------------------
+// ---- part 1: transpose ----
 void run_transpose(int m, int n, const Options& opt, gpu100::DayRun& run, std::string& best_note) {
   const size_t count = size_t(m) * n;
   gpu100::require_device_memory(2 * count * sizeof(float), "the transpose");
@@ -68,142 +67,143 @@ void run_transpose(int m, int n, const Options& opt, gpu100::DayRun& run, std::s
   if (best > 0) best_note = fmt::format("best transpose at {:.1f}% of the copy ceiling", best);
 }
 
-// ---- part 2: GEMM
-// -----------------------------------------------------------------------------------
-struct GemmInputs {
-  gpu100::DeviceBuffer<float> a, b;
-  gpu100::DeviceBuffer<__nv_bfloat16> a16, b16;
-  gpu100::DeviceBuffer<float> c;
-  gpu100::DeviceBuffer<float> ref_fp32;  // cuBLAS fp32 on the fp32 inputs
-  gpu100::DeviceBuffer<float> ref_bf16;  // cuBLAS fp32 on the bf16-rounded inputs
+// ---- part 2: GEMM ----
+// The GEMM's inputs on the device (fp32, and bf16 converted once), C, and the references: cuBLAS
+// fp32 (pedantic) on the fp32 inputs and on the bf16-rounded inputs, and cuBLAS itself against
+// double-precision dot products at 257 sampled entries, by the same rule.
+struct GemmData {
+  std::vector<float> a, b, ref32, ref16;
+  gpu100::DeviceBuffer<float> d_a, d_b, d_c;
+  gpu100::DeviceBuffer<__nv_bfloat16> d_a16, d_b16;
+  gpu100::CompareResult cublas;
 };
 
-void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::DayRun& run,
-              std::string& verdict) {
-  gpu100::ResultTable& table = run.table();
+GemmData make_gemm_data(day04::GemmShape s, uint64_t seed) {
   const size_t na = size_t(s.m) * s.k, nb = size_t(s.k) * s.n, nc = size_t(s.m) * s.n;
-  gpu100::require_device_memory(4 * (na + nb) * 3 / 2 + 3 * nc * 4, "the GEMM");
-  const std::string shape = fmt::format("{}x{}x{}", s.m, s.n, s.k);
-  const double flops = 2.0 * s.m * s.n * s.k;
-
-  const auto a = gpu100::random_vector<float>(na, opt.common.seed + 1);
-  const auto b = gpu100::random_vector<float>(nb, opt.common.seed + 2);
-  GemmInputs in{gpu100::DeviceBuffer<float>(na),         gpu100::DeviceBuffer<float>(nb),
-                gpu100::DeviceBuffer<__nv_bfloat16>(na), gpu100::DeviceBuffer<__nv_bfloat16>(nb),
-                gpu100::DeviceBuffer<float>(nc),         gpu100::DeviceBuffer<float>(nc),
-                gpu100::DeviceBuffer<float>(nc)};
-  in.a.upload(a);
-  in.b.upload(b);
-  in.a16.upload(gpu100::convert_from_float<__nv_bfloat16>(a));
-  in.b16.upload(gpu100::convert_from_float<__nv_bfloat16>(b));
-
-  // References: cuBLAS fp32 (pedantic) on the fp32 inputs and on the bf16-rounded inputs.
-  day04::cublas_sgemm(s, 1.f, in.a.data(), in.b.data(), 0.f, in.ref_fp32.data(), nullptr);
+  GemmData g;
+  g.a = gpu100::random_vector<float>(na, seed + 1);
+  g.b = gpu100::random_vector<float>(nb, seed + 2);
+  g.d_a = gpu100::DeviceBuffer<float>(na);
+  g.d_b = gpu100::DeviceBuffer<float>(nb);
+  g.d_c = gpu100::DeviceBuffer<float>(nc);
+  g.d_a16 = gpu100::DeviceBuffer<__nv_bfloat16>(na);
+  g.d_b16 = gpu100::DeviceBuffer<__nv_bfloat16>(nb);
+  g.d_a.upload(g.a);
+  g.d_b.upload(g.b);
+  g.d_a16.upload(gpu100::convert_from_float<__nv_bfloat16>(g.a));
+  g.d_b16.upload(gpu100::convert_from_float<__nv_bfloat16>(g.b));
+  day04::cublas_sgemm(s, 1.f, g.d_a.data(), g.d_b.data(), 0.f, g.d_c.data(), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  g.ref32 = g.d_c.download();
   {
     gpu100::DeviceBuffer<float> ar(na), br(nb);
-    ar.upload(gpu100::round_trip<__nv_bfloat16>(a));
-    br.upload(gpu100::round_trip<__nv_bfloat16>(b));
-    day04::cublas_sgemm(s, 1.f, ar.data(), br.data(), 0.f, in.ref_bf16.data(), nullptr);
+    ar.upload(gpu100::round_trip<__nv_bfloat16>(g.a));
+    br.upload(gpu100::round_trip<__nv_bfloat16>(g.b));
+    day04::cublas_sgemm(s, 1.f, ar.data(), br.data(), 0.f, g.d_c.data(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    g.ref16 = g.d_c.download();
   }
-  CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> ref32 = in.ref_fp32.download(), ref16 = in.ref_bf16.download();
-
-  // cuBLAS itself against double-precision dot products at 257 sampled entries, by the same rule.
   const gpu100::Tolerance tol32 = day04::gemm_tolerance(day04::Precision::kFp32, s.k);
-  gpu100::CompareResult cublas;
-  cublas.count = 257;
+  g.cublas.count = 257;
   for (int i = 0; i < 257; ++i) {
-    const int r = int(gpu100::splitmix64(opt.common.seed + 100 + i) % s.m);
-    const int c = int(gpu100::splitmix64(opt.common.seed + 500 + i) % s.n);
-    const double exact = day04::dot_cpu(s, a.data(), b.data(), r, c);
-    gpu100::record(cublas, size_t(r) * s.n + c, exact, ref32[size_t(r) * s.n + c],
+    const int r = int(gpu100::splitmix64(seed + 100 + i) % s.m);
+    const int c = int(gpu100::splitmix64(seed + 500 + i) % s.n);
+    const double exact = day04::dot_cpu(s, g.a.data(), g.b.data(), r, c);
+    gpu100::record(g.cublas, size_t(r) * s.n + c, exact, g.ref32[size_t(r) * s.n + c],
                    tol32.abs_tol + tol32.rel_tol * std::fabs(exact));
   }
   fmt::print("reference: cuBLAS fp32 against the double CPU at 257 sampled entries: {}\n",
-             cublas.summary());
+             g.cublas.summary());
+  return g;
+}
 
-  // The CPU reference at full size would take minutes: time it at 1024^3 (or the problem size,
-  // if smaller) and scale by the FLOP ratio. The rows say so.
+// The rows of the fp32 peak and of the CPU reference; returns the CPU's time. At full size the
+// CPU would take minutes: it is timed at 1024^3 (or the problem, if smaller) and scaled by the
+// FLOP ratio, and its row says so.
+double add_reference_rows(day04::GemmShape s, const GemmData& g, double fp32_peak,
+                          gpu100::ResultTable& table) {
+  const double flops = 2.0 * s.m * s.n * s.k;
   const day04::GemmShape cs{std::min(s.m, 1024), std::min(s.n, 1024), std::min(s.k, 1024)};
   std::vector<float> cpu_c(size_t(cs.m) * cs.n);
   const double cpu_small_ms = gpu100::time_host_ms(
-      [&] { day04::gemm_cpu(cs, 1.0, a.data(), b.data(), 0.0, cpu_c.data()); }, 1, false);
-  const double cpu_scale = flops / (2.0 * cs.m * cs.n * cs.k);
-  const double cpu_ms = cpu_small_ms * cpu_scale;
-  const bool extrapolated = cpu_scale > 1.0;
-
+      [&] { day04::gemm_cpu(cs, 1.0, g.a.data(), g.b.data(), 0.0, cpu_c.data()); }, 1, false);
+  const double cpu_ms = cpu_small_ms * flops / (2.0 * cs.m * cs.n * cs.k);
   ResultRow peak = gpu100::make_row("fp32_fma_peak", "fp32", "FMA chains on every SM");
   peak.tflops = fp32_peak;
   peak.pct_of_ceiling = 100.0;
   peak.verified = false;
   table.add(peak);
-  ResultRow cpu = gpu100::make_row("cpu_reference", "fp64 acc", shape);
-  cpu.ms = cpu_ms;
-  cpu.tflops = flops / (cpu_ms * 1e9);
-  cpu.speedup_vs_cpu = 1.0;
-  cpu.verified = false;
-  if (extrapolated) {
+  ResultRow cpu = gpu100::reference_row("cpu_reference", "fp64 acc",
+                                        fmt::format("{}x{}x{}", s.m, s.n, s.k), cpu_ms, 0, flops);
+  if (cpu_ms > cpu_small_ms) {
     cpu.note = fmt::format("time measured at {}x{}x{} ({:.0f} ms) and scaled by the FLOP ratio",
                            cs.m, cs.n, cs.k, cpu_small_ms);
   }
   table.add(cpu);
+  return cpu_ms;
+}
 
-  struct Measured {
-    const day04::GemmVariant* v;
-    ResultRow row;
-  };
-  std::vector<Measured> measured;
+// One variant's row: C poisoned (beta = 0: C is never read, so the NaN must be overwritten
+// everywhere), one checked launch (for v8_autotuned it also runs the tuning), then timed.
+ResultRow gemm_row(const day04::GemmVariant& v, day04::GemmShape s, GemmData& g, double cpu_ms,
+                   double fp32_peak, gpu100::DayRun& run) {
+  const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k);
+  const std::vector<float>& ref = v.precision == day04::Precision::kBf16 ? g.ref16 : g.ref32;
+  ResultRow row = run.measure(
+      v.name, day04::to_string(v.precision), fmt::format("{}x{}x{}", s.m, s.n, s.k),
+      [&] { g.d_c.poison(); },
+      [&] {
+        if (v.fp32 != nullptr) {
+          v.fp32(s, 1.f, g.d_a.data(), g.d_b.data(), 0.f, g.d_c.data(), nullptr);
+        } else {
+          v.bf16(s, 1.f, g.d_a16.data(), g.d_b16.data(), 0.f, g.d_c.data(), nullptr);
+        }
+      },
+      [&] {
+        const auto cmp = gpu100::compare(ref, g.d_c.download(), tol.abs_tol, tol.rel_tol);
+        // The fp32 library row is also the reference: it answers for the sampled CPU check.
+        const bool reference = v.is_library && v.precision == day04::Precision::kFp32;
+        return reference ? gpu100::worst_of({cmp, g.cublas}) : cmp;
+      });
+  gpu100::derive(row, 0, 2.0 * s.m * s.n * s.k, 0, cpu_ms, 0);
+  if (v.precision == day04::Precision::kFp32) row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;
+  if (v.row_note != nullptr) row.note = v.row_note(s) + (row.note.empty() ? "" : "; " + row.note);
+  if (!v.is_library) row.library = v.library;
+  return row;
+}
+
+void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::DayRun& run,
+              std::string& verdict) {
+  const size_t na = size_t(s.m) * s.k, nb = size_t(s.k) * s.n, nc = size_t(s.m) * s.n;
+  gpu100::require_device_memory(4 * (na + nb) * 3 / 2 + 3 * nc * 4, "the GEMM");
+  GemmData g = make_gemm_data(s, opt.common.seed);
+  const double cpu_ms = add_reference_rows(s, g, fp32_peak, run.table());
+  std::vector<ResultRow> rows;
+  std::vector<const day04::GemmVariant*> ran;
   for (const auto& v : day04::gemm_variants()) {
     if (!opt.selected(v.name) || !gpu100::build_has(v.needs)) continue;
-    auto launch = [&] {
-      if (v.fp32 != nullptr) {
-        v.fp32(s, 1.f, in.a.data(), in.b.data(), 0.f, in.c.data(), nullptr);
-      } else {
-        v.bf16(s, 1.f, in.a16.data(), in.b16.data(), 0.f, in.c.data(), nullptr);
-      }
-    };
-    // beta = 0: C is never read, so its NaN poison must be overwritten everywhere. For
-    // v8_autotuned the first call also runs the tuning.
-    const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k);
-    const std::vector<float>& ref = v.precision == day04::Precision::kBf16 ? ref16 : ref32;
-    ResultRow row = run.measure(
-        v.name, day04::to_string(v.precision), shape, [&] { in.c.poison(); }, launch,
-        [&] {
-          const auto cmp = gpu100::compare(ref, in.c.download(), tol.abs_tol, tol.rel_tol);
-          // The fp32 library row is also the reference: it answers for the sampled CPU check.
-          const bool reference = v.is_library && v.precision == day04::Precision::kFp32;
-          return reference ? gpu100::worst_of({cmp, cublas}) : cmp;
-        });
-    gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
-    if (v.precision == day04::Precision::kFp32)
-      row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;
-    if (v.row_note != nullptr) row.note = v.row_note(s) + (row.note.empty() ? "" : "; " + row.note);
-    measured.push_back({&v, row});
+    rows.push_back(gemm_row(v, s, g, cpu_ms, fp32_peak, run));
+    ran.push_back(&v);
   }
-  // Ratios to the cuBLAS call of the same precision, once all rows are timed.
-  double best_ratio[3] = {0, 0, 0};
-  std::string best_name[3];
-  for (auto& m : measured) {
-    for (const auto& lib : measured) {
-      if (m.v->library[0] != '\0' && std::string(lib.v->name) == m.v->library) {
-        m.row.library = m.v->library;
-        m.row.ratio_vs_library = *lib.row.ms / *m.row.ms;
-        const int p = static_cast<int>(m.v->precision);
-        if (m.row.ok && *m.row.ratio_vs_library > best_ratio[p]) {
-          best_ratio[p] = *m.row.ratio_vs_library;
-          best_name[p] = m.v->name;
-        }
+  gpu100::link_libraries(rows);  // x cuBLAS of the same precision
+  for (day04::Precision p :
+       {day04::Precision::kFp32, day04::Precision::kTf32, day04::Precision::kBf16}) {
+    const ResultRow* best = nullptr;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (ran[i]->precision == p && rows[i].ok && rows[i].ratio_vs_library &&
+          (best == nullptr || *rows[i].ratio_vs_library > *best->ratio_vs_library)) {
+        best = &rows[i];
       }
     }
-    table.add(m.row);
+    if (best != nullptr) {
+      gpu100::append(verdict, fmt::format("best {}: {} at {:.2f}x cuBLAS", day04::to_string(p),
+                                          best->variant, *best->ratio_vs_library));
+    }
   }
-  for (int p = 0; p < 3; ++p) {
-    if (best_name[p].empty()) continue;
-    verdict += fmt::format("{}best {}: {} at {:.2f}x cuBLAS", verdict.empty() ? "" : "; ",
-                           day04::to_string(static_cast<day04::Precision>(p)), best_name[p],
-                           best_ratio[p]);
+  for (const auto& row : rows) run.table().add(row);
+  if (s.m > 1024 || s.n > 1024 || s.k > 1024) {
+    gpu100::append(verdict, "x CPU scaled from a smaller CPU run (see note)");
   }
-  if (extrapolated) verdict += "; x CPU scaled from a smaller CPU run (see note)";
 }
 
 int run(int argc, char** argv) {

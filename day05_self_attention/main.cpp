@@ -28,9 +28,7 @@ using bf16 = __nv_bfloat16;
 
 constexpr const char* kDay = "day05_self_attention";
 
-int run(int argc, char** argv) {
-  gpu100::ArgParser args(kDay,
-                         "scaled dot-product attention (forward), naive to FlashAttention-2 style");
+void declare_flags(gpu100::ArgParser& args) {
   args.add_int("batch", "batch size B", 8, 1, 1 << 16);
   args.add_int("heads", "heads H", 16, 1, 1 << 16);
   args.add_int("seq", "sequence length S", 2048, 1, day05::kMaxS);
@@ -42,14 +40,13 @@ int run(int argc, char** argv) {
   args.add_alias("h", "heads");
   args.add_alias("s", "seq");
   args.add_alias("d", "head-dim");
-  if (!args.parse(argc, argv)) return gpu100::kExitOk;
-  if (gpu100::list_requested(args, day05::attention_variants())) return gpu100::kExitOk;
+}
 
+Options read_options(const gpu100::ArgParser& args, day05::AttentionShape& s) {
   Options opt;
   opt.common = gpu100::CommonOptions::read(args);
-  const auto& names = opt.common.variants;
-  opt.variants = gpu100::select(day05::attention_variants(), names);
-  gpu100::refuse_named_not_built(day05::attention_variants(), names);
+  opt.variants = gpu100::select(day05::attention_variants(), opt.common.variants);
+  gpu100::refuse_named_not_built(day05::attention_variants(), opt.common.variants);
   const std::string mask = args.get_string("mask");
   if (mask == "none") {
     opt.masks = {false};
@@ -61,7 +58,6 @@ int run(int argc, char** argv) {
     throw gpu100::UsageError(fmt::format("--mask must be none, causal or both (got '{}')", mask));
   }
   opt.check_rows = static_cast<int>(args.get_int("check-rows"));
-  day05::AttentionShape s;
   s.b = static_cast<int>(args.get_int("batch"));
   s.h = static_cast<int>(args.get_int("heads"));
   s.s = static_cast<int>(args.get_int("seq"));
@@ -71,8 +67,11 @@ int run(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     throw gpu100::UsageError(e.what());
   }
-  // Device memory: Q, K, V, O in fp32 and bf16, and the largest workspace of a variant that runs.
-  const size_t n = static_cast<size_t>(s.elements());
+  return opt;
+}
+
+// The largest workspace of a variant that runs, over the masks.
+size_t workspace_bytes(const Options& opt, const day05::AttentionShape& s) {
   size_t ws_bytes = 0;
   for (bool causal : opt.masks) {
     day05::AttentionShape sc = s;
@@ -81,6 +80,39 @@ int run(int argc, char** argv) {
       if (v->refusal(sc).empty()) ws_bytes = std::max(ws_bytes, v->workspace_bytes(sc));
     }
   }
+  return ws_bytes;
+}
+
+// Q, K, V on both sides (bf16 copies converted once, outside any timing), O and the workspace.
+DeviceData make_data(const Options& opt, size_t n, size_t ws_bytes) {
+  DeviceData dev;
+  dev.q = gpu100::random_vector<float>(n, opt.common.seed + 1);
+  dev.k = gpu100::random_vector<float>(n, opt.common.seed + 2);
+  dev.v = gpu100::random_vector<float>(n, opt.common.seed + 3);
+  for (auto [host, d32, d16] :
+       {std::tuple{&dev.q, &dev.d_q, &dev.d_q16}, std::tuple{&dev.k, &dev.d_k, &dev.d_k16},
+        std::tuple{&dev.v, &dev.d_v, &dev.d_v16}}) {
+    *d32 = gpu100::DeviceBuffer<float>(n);
+    d32->upload(*host);
+    *d16 = gpu100::DeviceBuffer<bf16>(n);
+    d16->upload(gpu100::convert_from_float<bf16>(*host));
+  }
+  dev.d_o = gpu100::DeviceBuffer<float>(n);
+  dev.d_o16 = gpu100::DeviceBuffer<bf16>(n);
+  dev.ws = gpu100::DeviceBuffer<char>(std::max<size_t>(ws_bytes, 256));
+  return dev;
+}
+
+int run(int argc, char** argv) {
+  gpu100::ArgParser args(kDay,
+                         "scaled dot-product attention (forward), naive to FlashAttention-2 style");
+  declare_flags(args);
+  if (!args.parse(argc, argv)) return gpu100::kExitOk;
+  if (gpu100::list_requested(args, day05::attention_variants())) return gpu100::kExitOk;
+  day05::AttentionShape s;
+  Options opt = read_options(args, s);
+  // Device memory: Q, K, V, O in fp32 and bf16, and the largest workspace of a variant that runs.
+  const size_t n = static_cast<size_t>(s.elements()), ws_bytes = workspace_bytes(opt, s);
   const double need = double(n) * (4 * 4 + 4 * 2) + double(ws_bytes);
   if (need > double(size_t(1) << 40)) {
     throw gpu100::UsageError(
@@ -91,7 +123,8 @@ int run(int argc, char** argv) {
   gpu100::DayRun run(
       kDay, fmt::format("O = softmax(Q K^T / sqrt(D) + mask) V, {}", day05::shape_label(s)),
       opt.common);
-  if (const auto lacked = gpu100::refuse_or_list_lacked(day05::attention_variants(), names);
+  if (const auto lacked =
+          gpu100::refuse_or_list_lacked(day05::attention_variants(), opt.common.variants);
       !lacked.empty()) {
     fmt::print("{}\n", lacked);
   }
@@ -103,23 +136,7 @@ int run(int argc, char** argv) {
   const double fp32_peak = gpu100::measure_fp32_peak_tflops();
   fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now; the fp32 rows' % ceiling)\n\n",
              fp32_peak);
-
-  DeviceData dev;
-  dev.q = gpu100::random_vector<float>(n, opt.common.seed + 1);
-  dev.k = gpu100::random_vector<float>(n, opt.common.seed + 2);
-  dev.v = gpu100::random_vector<float>(n, opt.common.seed + 3);
-  for (auto [host, d32, d16] :
-       {std::tuple{&dev.q, &dev.d_q, &dev.d_q16}, std::tuple{&dev.k, &dev.d_k, &dev.d_k16},
-        std::tuple{&dev.v, &dev.d_v, &dev.d_v16}}) {
-    *d32 = gpu100::DeviceBuffer<float>(n);
-    d32->upload(*host);
-    *d16 = gpu100::DeviceBuffer<bf16>(n);
-    d16->upload(gpu100::convert_from_float<bf16>(*host));  // converted once, outside any timing
-  }
-  dev.d_o = gpu100::DeviceBuffer<float>(n);
-  dev.d_o16 = gpu100::DeviceBuffer<bf16>(n);
-  dev.ws = gpu100::DeviceBuffer<char>(std::max<size_t>(ws_bytes, 256));
-
+  DeviceData dev = make_data(opt, n, ws_bytes);
   std::string verdict;
   for (bool causal : opt.masks) {
     day05::AttentionShape sc = s;
