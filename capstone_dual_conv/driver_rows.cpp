@@ -72,7 +72,7 @@ ResultRow run_row(const Options& opt, DualConv2d& layer, Batch& batch, const Che
   ResultRow row =
       gpu100::make_row(spec.label, spec.out == OutType::kBf16 ? "fp32->bf16" : "fp32", shape);
   try {
-    layer.use_kernel(spec.impl->impl);
+    layer.use_kernel(std::string(spec.impl->name));
     layer.set_output_type(spec.out);
     auto forward = [&] {
       layer.forward(batch.input(sh, 0), batch.input(sh, 1), batch.d_y[0].data(),

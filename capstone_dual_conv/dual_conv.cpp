@@ -12,6 +12,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
+#include "common/learner.hpp"
 #include "common/random.hpp"
 #include "common/sample.hpp"
 #include "conv.hpp"
@@ -131,30 +132,44 @@ double rel_tolerance(OutType out) {
 
 // ---- registry -----------------------------------------------------------------------------------
 
+namespace {
+std::vector<ImplInfo>& learner_implementations() {
+  static std::vector<ImplInfo> list;
+  return list;
+}
+}  // namespace
+
+void add_learner_implementation(const ImplInfo& info) {
+  learner_implementations().push_back(info);
+}
+
 const std::vector<ImplInfo>& implementations() {
-  static const std::vector<ImplInfo> kImpls = {
-      {"cudnn_seq", "library: cudnnConvolutionForward per stream (cudnnFind), then BN, act passes",
-       Impl::kCudnnSeq, true, false, false, "baseline sweep epilogue epilogue_sweep"},
-      {"cudnn_two_streams", "library: the same, each stream on its own CUDA stream",
-       Impl::kCudnnTwoStreams, true, false, false, "sweep"},
-      {"cudnn_fused", "library: cudnnConvolutionBiasActivationForward, BN folded into W and b",
-       Impl::kCudnnFused, true, true, false, "fused_only epilogue epilogue_sweep"},
-      {"own_seq", "day08::conv2d_forward(\"best_fp32\") per stream, then BN, act passes",
-       Impl::kOwnSeq, false, false, false, "sweep epilogue"},
-      {"own_two_streams", "the same, each stream on its own CUDA stream", Impl::kOwnTwoStreams,
-       false, false, false},
-      {"dual_naive", "one launch, both streams: one thread per output element", Impl::kDualNaive,
-       false, true, true},
-      {"dual_halo", "+ day08 halo tiles in shared memory, 8 channels per pass", Impl::kDualHalo,
-       false, true, true},
-      {"dual_regblock", "+ 16 channels x 4 pixels per thread, smem weights, 16-byte stores",
-       Impl::kDualRegblock, false, true, true, "sweep epilogue epilogue_sweep"},
-      {"dual_igemm", "implicit GEMM with day04's tiles, both streams in one launch",
-       Impl::kDualIgemm, false, true, true, "sweep epilogue"},
-      {"dual_store_bound",
-       "+ 3x3/stride 1/pad 1 and C in {1,3} compiled in, 8 ch x 4 px, 72 regs (else v3)",
-       Impl::kDualStoreBound, false, true, true, "sweep epilogue epilogue_sweep"},
-  };
+  static const std::vector<ImplInfo> kImpls = gpu100::with_learner<ImplInfo>(
+      {
+          {"cudnn_seq",
+           "library: cudnnConvolutionForward per stream (cudnnFind), then BN, act passes",
+           Impl::kCudnnSeq, true, false, false, "baseline sweep epilogue epilogue_sweep"},
+          {"cudnn_two_streams", "library: the same, each stream on its own CUDA stream",
+           Impl::kCudnnTwoStreams, true, false, false, "sweep"},
+          {"cudnn_fused", "library: cudnnConvolutionBiasActivationForward, BN folded into W and b",
+           Impl::kCudnnFused, true, true, false, "fused_only epilogue epilogue_sweep"},
+          {"own_seq", "day08::conv2d_forward(\"best_fp32\") per stream, then BN, act passes",
+           Impl::kOwnSeq, false, false, false, "sweep epilogue"},
+          {"own_two_streams", "the same, each stream on its own CUDA stream", Impl::kOwnTwoStreams,
+           false, false, false},
+          {"dual_naive", "one launch, both streams: one thread per output element",
+           Impl::kDualNaive, false, true, true},
+          {"dual_halo", "+ day08 halo tiles in shared memory, 8 channels per pass", Impl::kDualHalo,
+           false, true, true},
+          {"dual_regblock", "+ 16 channels x 4 pixels per thread, smem weights, 16-byte stores",
+           Impl::kDualRegblock, false, true, true, "sweep epilogue epilogue_sweep"},
+          {"dual_igemm", "implicit GEMM with day04's tiles, both streams in one launch",
+           Impl::kDualIgemm, false, true, true, "sweep epilogue"},
+          {"dual_store_bound",
+           "+ 3x3/stride 1/pad 1 and C in {1,3} compiled in, 8 ch x 4 px, 72 regs (else v3)",
+           Impl::kDualStoreBound, false, true, true, "sweep epilogue epilogue_sweep"},
+      },
+      learner_implementations());
   return kImpls;
 }
 
@@ -237,6 +252,7 @@ void DualConv2d::use_kernel(const std::string& name) {
   const ImplInfo* i = find_implementation(name);
   if (i == nullptr) throw std::invalid_argument("unknown implementation '" + name + "'");
   impl_ = i->impl;
+  learner_ = i->impl == Impl::kLearner ? i : nullptr;
 }
 
 void DualConv2d::set_params(int stream, const StreamParams& prm) {
@@ -360,7 +376,10 @@ void DualConv2d::forward(const InputTensor& rgb, const InputTensor& depth, void*
   if (!state_->s[0].set || !state_->s[1].set) {
     throw std::invalid_argument("DualConv2d: set_params was not called for both streams");
   }
-  const ImplInfo& info = info_of(impl_);
+  if (impl_ == Impl::kLearner && (learner_ == nullptr || learner_->launch == nullptr)) {
+    throw std::invalid_argument("DualConv2d: a learner's kernel is chosen by its name");
+  }
+  const ImplInfo& info = impl_ == Impl::kLearner ? *learner_ : info_of(impl_);
   if (out_type_ == OutType::kBf16 && !info.bf16_output) {
     throw NotAvailable(std::string(info.name) + " writes fp32 only");
   }
@@ -399,6 +418,9 @@ void DualConv2d::forward(const InputTensor& rgb, const InputTensor& depth, void*
       return;
     case Impl::kDualIgemm:
       detail::launch_dual_igemm(a, stream);
+      return;
+    case Impl::kLearner:
+      learner_->launch(a, stream);
       return;
     default:
       break;

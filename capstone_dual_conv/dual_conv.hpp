@@ -109,7 +109,14 @@ enum class Impl {
   kDualRegblock,     // + 16 channels x 4 pixels per thread, weights in shared memory, float4 stores
   kDualStoreBound,   // 3 x 3 stride 1 pad 1, C in {1, 3} compiled in, 72 registers (else v3)
   kDualIgemm,        // implicit GEMM through day04's tiles, both streams in one launch
+  kLearner,          // a learner's dual kernel (mine/*.cu): its ImplInfo's `launch`
 };
+
+namespace detail {
+struct DualArgs;  // kernels.cuh: both streams' pointers, the shape and the epilogue
+}
+// A dual kernel's launcher: both streams in one launch (see kernels.cuh).
+using DualLaunchFn = void (*)(const detail::DualArgs&, cudaStream_t);
 
 struct ImplInfo {
   const char* name;         // "dual_regblock"
@@ -122,8 +129,12 @@ struct ImplInfo {
   // with), "epilogue" (a row with bias + BN + activation), "fused_only" (no plain-conv row),
   // "sweep" (plain rows timed by --sweep), "epilogue_sweep" (epilogue rows timed by --sweep).
   const char* tags = "";
+  DualLaunchFn launch = nullptr;  // set for a learner's kernel (Impl::kLearner)
 };
-const std::vector<ImplInfo>& implementations();
+const std::vector<ImplInfo>& implementations();  // the capstone's own, then the learner's
+// Adds a learner's dual kernel (Impl::kLearner, tag "mine") from its file in mine/
+// (common/learner.hpp).
+void add_learner_implementation(const ImplInfo& info);
 const ImplInfo* find_implementation(const std::string& name);  // nullptr if unknown
 bool cudnn_available();                                        // built with cuDNN
 
@@ -181,6 +192,7 @@ class DualConv2d {
   BnMode bn_mode_ = BnMode::kScaleShift;
   OutType out_type_ = OutType::kFp32;
   Impl impl_ = Impl::kDualStoreBound;
+  const ImplInfo* learner_ = nullptr;  // the learner's kernel when impl_ is kLearner
   std::unique_ptr<State> state_;
 };
 

@@ -10,7 +10,7 @@ out=${1:?usage: scripts/check_learner_days.sh OUTDIR [BUILD_DIR]}
 build=${2:-build}
 mkdir -p "$out"
 days=()
-for t in day*/mine_template.cu.in; do days+=("$(dirname "$t")"); done
+for t in */mine_template.cu.in; do days+=("$(dirname "$t")"); done
 cleanup() { for d in "${days[@]}"; do rm -f "$d/mine/mine.cu"; rmdir "$d/mine" 2>/dev/null; done; }
 trap cleanup EXIT
 for d in "${days[@]}"; do scripts/new_variant.sh "$d" mine >/dev/null || exit 1; done
@@ -25,6 +25,7 @@ declare -A args=(
   [day06_scan]="--variant mine,r7_vectorized,cub_reduce"
   [day07_layernorm]="--variant mine,v5_registers"
   [day08_convolution]="--mode conv --variant mine,v4_implicit_gemm,cudnn_fp32"
+  [capstone_dual_conv]="--layer stem --batch 8 --variant mine,dual_store_bound,cudnn_seq"
 )
 status=0
 : >"$out/learner_days.txt"
