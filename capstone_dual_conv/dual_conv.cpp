@@ -133,14 +133,11 @@ double rel_tolerance(OutType out) {
 // ---- registry -----------------------------------------------------------------------------------
 
 namespace {
-std::vector<ImplInfo>& learner_implementations() {
-  static std::vector<ImplInfo> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_implementation(const ImplInfo& info) {
-  learner_implementations().push_back(info);
+  gpu100::learner_entries<ImplInfo, LearnerTag>().push_back(info);
 }
 
 const std::vector<ImplInfo>& implementations() {
@@ -169,7 +166,7 @@ const std::vector<ImplInfo>& implementations() {
            "+ 3x3/stride 1/pad 1 and C in {1,3} compiled in, 8 ch x 4 px, 72 regs (else v3)",
            Impl::kDualStoreBound, false, true, true, "sweep epilogue epilogue_sweep"},
       },
-      learner_implementations());
+      gpu100::learner_entries<ImplInfo, LearnerTag>());
   return kImpls;
 }
 

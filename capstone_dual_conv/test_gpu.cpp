@@ -12,14 +12,7 @@
 #include "conv.hpp"
 #include "test_suite.hpp"
 
-using capstone::Activation;
-using capstone::BatchShape;
-using capstone::DualConv2d;
-using capstone::DualConvShape;
-using capstone::OutType;
-using capstone::StreamParams;
-
-using namespace capstone_tests;
+using namespace capstone_tests;  // with the capstone types it names
 
 TEST_CASE("every implementation matches the CPU at awkward shapes and epilogues", "[gpu]") {
   GPU100_REQUIRE_GPU();

@@ -154,14 +154,11 @@ void RopeTable::check_covers(const RopeParams& p) const {
 // ---- The registry --------------------------------------------------------------------------
 
 namespace {
-std::vector<Variant>& learner_variants() {
-  static std::vector<Variant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_variant(const Variant& v) {
-  learner_variants().push_back(v);
+  gpu100::learner_entries<Variant, LearnerTag>().push_back(v);
 }
 
 const std::vector<Variant>& variants() {
@@ -178,7 +175,7 @@ const std::vector<Variant>& variants() {
           {"v5_bf16", "as v4_vec16 on bf16 storage (8 values per 16 bytes), fp32 math",
            Precision::kBf16, nullptr, rope_v5_bf16, false},
       },
-      learner_variants());
+      gpu100::learner_entries<Variant, LearnerTag>());
   return kVariants;
 }
 

@@ -16,16 +16,7 @@ TEST_CASE("every variant matches the fp64 reference at awkward shapes", "[gpu]")
   uint64_t seed = 1000;
   for (const auto& v : day01::variants()) {
     if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
-    for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
-      for (const Shape& s : test_shapes()) {
-        const RopeParams p = to_params(s, style);
-        INFO("variant " << v.name << ", " << day01::style_name(style) << ", B=" << p.batch
-                        << " S=" << p.seq << " Hq=" << p.q_heads << " Hkv=" << p.kv_heads
-                        << " D=" << p.dim << " pos0=" << p.pos_offset);
-        seed += 2;
-        check_variant(v, p, seed, Mode::kOutOfPlace);
-      }
-    }
+    check_all_shapes(v, seed += 100);
   }
 }
 

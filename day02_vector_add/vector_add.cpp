@@ -13,14 +13,11 @@ void vector_add_cpu(const float* a, const float* b, float* c, int64_t n) {
 }
 
 namespace {
-std::vector<Variant>& learner_variants() {
-  static std::vector<Variant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_variant(const Variant& v) {
-  learner_variants().push_back(v);
+  gpu100::learner_entries<Variant, LearnerTag>().push_back(v);
 }
 
 const std::vector<Variant>& variants() {
@@ -29,7 +26,7 @@ const std::vector<Variant>& variants() {
           {"v1_naive", "one thread per element, 256-thread blocks", vector_add_v1, false},
           {"cub_transform", "library: cub::DeviceTransform::Transform", vector_add_cub, true},
       },
-      learner_variants());
+      gpu100::learner_entries<Variant, LearnerTag>());
   return kVariants;
 }
 

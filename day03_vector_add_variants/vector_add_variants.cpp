@@ -42,14 +42,11 @@ void silu_fused_cpu(const float* a, const float* b, const float* c, float* y, in
 }
 
 namespace {
-std::vector<Variant>& learner_variants() {
-  static std::vector<Variant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_variant(const Variant& v) {
-  learner_variants().push_back(v);
+  gpu100::learner_entries<Variant, LearnerTag>().push_back(v);
 }
 
 const std::vector<Variant>& variants() {
@@ -70,7 +67,7 @@ const std::vector<Variant>& variants() {
           {"cub_transform", "library: day02's cub::DeviceTransform::Transform",
            day02::vector_add_cub, true, "sweep"},
       },
-      learner_variants());
+      gpu100::learner_entries<Variant, LearnerTag>());
   return kVariants;
 }
 

@@ -68,14 +68,11 @@ double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col) {
 }
 
 namespace {
-std::vector<GemmVariant>& learner_gemms() {
-  static std::vector<GemmVariant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_gemm(const GemmVariant& v) {
-  learner_gemms().push_back(v);
+  gpu100::learner_entries<GemmVariant, LearnerTag>().push_back(v);
 }
 
 const std::vector<GemmVariant>& gemm_variants() {
@@ -132,7 +129,7 @@ const std::vector<GemmVariant>& gemm_variants() {
           {"cublas_bf16", "library: cublasGemmEx, BF16 inputs, fp32 compute and output", P::kBf16,
            nullptr, cublas_gemm_bf16, true, ""},
       },
-      learner_gemms());
+      gpu100::learner_entries<GemmVariant, LearnerTag>());
   return kVariants;
 }
 

@@ -118,14 +118,11 @@ std::string v5_refusal(const AttentionShape& s) {
 // ---- registry --------------------------------------------------------------------------------
 
 namespace {
-std::vector<AttentionVariant>& learner_variants() {
-  static std::vector<AttentionVariant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_variant(const AttentionVariant& v) {
-  learner_variants().push_back(v);
+  gpu100::learner_entries<AttentionVariant, LearnerTag>().push_back(v);
 }
 
 const std::vector<AttentionVariant>& attention_variants() {
@@ -158,7 +155,7 @@ const std::vector<AttentionVariant>& attention_variants() {
            P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true,
            false, gpu100::ArchNeed::kSm90a},
       },
-      learner_variants());
+      gpu100::learner_entries<AttentionVariant, LearnerTag>());
   return variants;
 }
 

@@ -104,40 +104,42 @@ size_t scan_no_workspace_bytes(int64_t) {
 }
 
 namespace {
-std::vector<ReduceVariant>& learner_reductions() {
-  static std::vector<ReduceVariant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_reduction(const ReduceVariant& v) {
-  learner_reductions().push_back(v);
+  gpu100::learner_entries<ReduceVariant, LearnerTag>().push_back(v);
 }
 
 const std::vector<ReduceVariant>& reduce_variants() {
-  static const std::vector<ReduceVariant> kVariants = gpu100::with_learner<ReduceVariant>({
-      {"r1_interleaved_divergent", "shared tree, stride 1, 2, 4..., `tid % (2s) == 0` diverges",
-       reduce_r1_interleaved_divergent<float>, reduce_r1_interleaved_divergent<int32_t>,
-       reduce_workspace_bytes, false},
-      {"r2_interleaved_strided", "same tree, thread t works on 2st: no divergence, bank conflicts",
-       reduce_r2_interleaved_strided<float>, reduce_r2_interleaved_strided<int32_t>,
-       reduce_workspace_bytes, false},
-      {"r3_sequential", "stride 128, 64, ..., 1: thread t adds t + s, no conflicts",
-       reduce_r3_sequential<float>, reduce_r3_sequential<int32_t>, reduce_workspace_bytes, false},
-      {"r4_add_during_load", "512 elements per block, the first add while loading",
-       reduce_r4_add_during_load<float>, reduce_r4_add_during_load<int32_t>, reduce_workspace_bytes,
-       false},
-      {"r5_warp_shuffle", "r4 with the last 64 values summed by __shfl_down_sync",
-       reduce_r5_warp_shuffle<float>, reduce_r5_warp_shuffle<int32_t>, reduce_workspace_bytes,
-       false},
-      {"r6_grid_stride", "SMs x 4 blocks, each thread sums a grid-stride loop, shuffle tree",
-       reduce_r6_grid_stride<float>, reduce_r6_grid_stride<int32_t>, reduce_workspace_bytes, false},
-      {"r7_vectorized", "r6 with 16-byte loads (float4 / int4), scalar tail",
-       reduce_r7_vectorized<float>, reduce_r7_vectorized<int32_t>, reduce_workspace_bytes, false,
-       "sweep"},
-      {"cub_reduce", "library: cub::DeviceReduce::Sum", reduce_cub<float>, reduce_cub<int32_t>,
-       reduce_cub_workspace_bytes, true, "sweep"},
-  }, learner_reductions());
+  static const std::vector<ReduceVariant> kVariants = gpu100::with_learner<ReduceVariant>(
+      {
+          {"r1_interleaved_divergent", "shared tree, stride 1, 2, 4..., `tid % (2s) == 0` diverges",
+           reduce_r1_interleaved_divergent<float>, reduce_r1_interleaved_divergent<int32_t>,
+           reduce_workspace_bytes, false},
+          {"r2_interleaved_strided",
+           "same tree, thread t works on 2st: no divergence, bank conflicts",
+           reduce_r2_interleaved_strided<float>, reduce_r2_interleaved_strided<int32_t>,
+           reduce_workspace_bytes, false},
+          {"r3_sequential", "stride 128, 64, ..., 1: thread t adds t + s, no conflicts",
+           reduce_r3_sequential<float>, reduce_r3_sequential<int32_t>, reduce_workspace_bytes,
+           false},
+          {"r4_add_during_load", "512 elements per block, the first add while loading",
+           reduce_r4_add_during_load<float>, reduce_r4_add_during_load<int32_t>,
+           reduce_workspace_bytes, false},
+          {"r5_warp_shuffle", "r4 with the last 64 values summed by __shfl_down_sync",
+           reduce_r5_warp_shuffle<float>, reduce_r5_warp_shuffle<int32_t>, reduce_workspace_bytes,
+           false},
+          {"r6_grid_stride", "SMs x 4 blocks, each thread sums a grid-stride loop, shuffle tree",
+           reduce_r6_grid_stride<float>, reduce_r6_grid_stride<int32_t>, reduce_workspace_bytes,
+           false},
+          {"r7_vectorized", "r6 with 16-byte loads (float4 / int4), scalar tail",
+           reduce_r7_vectorized<float>, reduce_r7_vectorized<int32_t>, reduce_workspace_bytes,
+           false, "sweep"},
+          {"cub_reduce", "library: cub::DeviceReduce::Sum", reduce_cub<float>, reduce_cub<int32_t>,
+           reduce_cub_workspace_bytes, true, "sweep"},
+      },
+      gpu100::learner_entries<ReduceVariant, LearnerTag>());
   return kVariants;
 }
 

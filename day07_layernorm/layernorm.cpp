@@ -169,14 +169,11 @@ std::string register_strategy(int64_t dim, int elem_bytes, bool aligned) {
 // ---- the registry ----
 
 namespace {
-std::vector<Variant>& learner_variants() {
-  static std::vector<Variant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_variant(const Variant& v) {
-  learner_variants().push_back(v);
+  gpu100::learner_entries<Variant, LearnerTag>().push_back(v);
 }
 
 const std::vector<Variant>& variants() {
@@ -213,7 +210,7 @@ const std::vector<Variant>& variants() {
            "registers, then a column reduction (no atomics)",
            Op::kBackward, false, true, true, nullptr, nullptr},
       },
-      learner_variants());
+      gpu100::learner_entries<Variant, LearnerTag>());
   return list;
 }
 

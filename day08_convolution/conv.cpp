@@ -167,14 +167,11 @@ void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bflo
 }  // namespace
 
 namespace {
-std::vector<Conv2dVariant>& learner_conv2d() {
-  static std::vector<Conv2dVariant> list;
-  return list;
+struct LearnerTag;  // this registry's list of learner entries (common/learner.hpp)
 }
-}  // namespace
 
 void add_learner_conv2d(const Conv2dVariant& v) {
-  learner_conv2d().push_back(v);
+  gpu100::learner_entries<Conv2dVariant, LearnerTag>().push_back(v);
 }
 
 const std::vector<Conv2dVariant>& conv2d_variants() {
@@ -218,7 +215,7 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
           {"cudnn_bf16_nhwc", "library: cuDNN forward, bf16 NHWC in and out, tensor-op math, Find",
            P::kBf16, nullptr, true, "", cudnn_bf16_nhwc, true, cudnn_bf16_refusal},
       },
-      learner_conv2d());
+      gpu100::learner_entries<Conv2dVariant, LearnerTag>());
   return v;
 }
 

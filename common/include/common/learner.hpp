@@ -23,6 +23,15 @@ struct AtStartup {
   }
 };
 
+// The learner's entries of one registry: a list per (Entry, Registry) pair, where Registry is a tag
+// type the day's registry file declares, so two days that share an entry type (day02 and day03)
+// keep separate lists. add_learner_* pushes to it; the registry reads it (with_learner).
+template <class Entry, class Registry>
+std::vector<Entry>& learner_entries() {
+  static std::vector<Entry> list;
+  return list;
+}
+
 // A day's own variants followed by the learner's. A learner name that repeats another throws
 // std::logic_error (the binary reports it in one line; the tests fail on it).
 template <class Entry>
