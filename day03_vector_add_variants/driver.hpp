@@ -1,6 +1,7 @@
 #pragma once
-// day03_vector_add_variants' driver: its options (main.cpp reads them), and the transfer part's
-// rows (driver_transfers.cpp); the kernel parts (add, types, silu) are in main.cpp.
+// day03_vector_add_variants' driver: its options (main.cpp reads them), the fusion part's rows
+// (driver_fusion.cpp) and the transfer part's (driver_transfers.cpp); the add and types parts are
+// in main.cpp.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -31,6 +32,9 @@ double time_cpu_ms(int64_t n, F&& run) {
   const int reps = n >= (int64_t(1) << 26) ? 1 : (n >= (int64_t(1) << 22) ? 3 : 11);
   return gpu100::time_host_ms(run, reps);
 }
+
+// The fusion part: the rows of silu_variants() at n elements.
+void run_silu(int64_t n, const Options& opt, gpu100::DayRun& run);
 
 // The transfer part: pageable and pinned copies, the host-to-host trip C = A + B serial and over
 // k streams, and a strided column copy (one cudaMemcpy per element against one cudaMemcpy2D).

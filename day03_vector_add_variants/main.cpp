@@ -1,6 +1,6 @@
-// day03_vector_add_variants: the host driver (this file: the options and the kernel parts;
-// driver_transfers.cpp: the transfer part). The variants are the registry's (--list prints it).
-// Parts of the run (--parts), each a group of table rows:
+// day03_vector_add_variants: the host driver (this file: the options, the add and types parts;
+// driver_fusion.cpp: the silu part; driver_transfers.cpp: the transfer part). The variants are the
+// registry's (--list prints it). Parts of the run (--parts), each a group of table rows:
 //   add        the fp32 variants at --n, against the CPU and the library row (CUB)
 //   types      the variant tagged "types" at fp16, bf16, fp64 and int32
 //   silu       y = silu(a + b * c): one fused kernel against chains of 3 and 4 kernels
@@ -110,53 +110,6 @@ void run_type(int64_t n, const Options& opt, gpu100::DayRun& run) {
   run.table().add(row);
 }
 
-// ---- part "silu": fused against unfused ----
-
-void run_silu(int64_t n, const Options& opt, gpu100::DayRun& run) {
-  const std::vector<float> a = gpu100::random_vector<float>(n, opt.common.seed + 20);
-  const std::vector<float> b = gpu100::random_vector<float>(n, opt.common.seed + 21);
-  const std::vector<float> c = gpu100::random_vector<float>(n, opt.common.seed + 22);
-  std::vector<float> ref(n);
-  const double cpu_ms =
-      time_cpu_ms(n, [&] { day03::silu_fused_cpu(a.data(), b.data(), c.data(), ref.data(), n); });
-  // Compulsory bytes of y = silu(a + b * c): three arrays read, one written, whatever the chain.
-  const double compulsory = 16.0 * double(n);
-  run.table().add(
-      gpu100::reference_row("cpu_silu", "fp32", gpu100::size_label(n), cpu_ms, compulsory));
-
-  gpu100::DeviceBuffer<float> d_a(n), d_b(n), d_c(n), d_y(n), d_t(n), d_u(n);
-  d_a.upload(a);
-  d_b.upload(b);
-  d_c.upload(c);
-  double fused_ms = 0;
-  for (const day03::SiluVariant& v : day03::silu_variants()) {
-    ResultRow row = run.measure(
-        v.name, "fp32", gpu100::size_label(n),
-        [&] {
-          d_y.poison();
-          d_t.poison();
-          d_u.poison();
-        },
-        [&] {
-          v.launch(d_a.data(), d_b.data(), d_c.data(), d_y.data(), d_t.data(), d_u.data(), n,
-                   nullptr);
-        },
-        [&] {
-          return gpu100::compare(ref, d_y.download(), day03::kSiluAbsTol, day03::kSiluRelTol);
-        });
-    gpu100::derive(row, compulsory, 0, run.ceiling_gbps(), cpu_ms, 0);
-    if (v.kernels == 1) {
-      fused_ms = *row.ms;
-    } else if (fused_ms > 0 && row.ok) {
-      row.note = fmt::format(
-          "{} kernels move {} arrays against the fused kernel's 4: silu_fused is {:.2f}x faster "
-          "(byte bound {:.2f}x)",
-          v.kernels, v.arrays_moved, *row.ms / fused_ms, v.arrays_moved / 4.0);
-    }
-    run.table().add(row);
-  }
-}
-
 // ---- command line ----
 
 void print_list() {
@@ -262,7 +215,7 @@ int run(int argc, char** argv) {
         if constexpr (!std::is_same_v<T, float>) run_type<T>(opt.n, opt, run);
       });
     }
-    if (opt.has("silu")) run_silu(opt.n, opt, run);
+    if (opt.has("silu")) day03::run_silu(opt.n, opt, run);
     if (opt.has("transfers")) day03::run_transfers(opt, run.table());
   }
   return run.finish(sweep ? std::string(kDay) + "_sweep" : kDay, verdict_extra);
