@@ -42,14 +42,60 @@ double trunk_flops(const Trunk& t, int h, int w);
 double resnet18_flops(int h, int w, int classes = 1000);
 double mc_resnet18_flops(int h, int w, int classes = 15);
 
-// ---- pools
-// --------------------------------------------------------------------------------------- Max pool,
-// window k x k, stride s, zero-size padding p on each side that never wins (as torch.nn.MaxPool2d:
-// padded positions are -inf). Output P = (H + 2p - k) / s + 1, likewise Q. Global average pool:
-// y[n][c] = the mean of x[n][c][.][.] (fp32 accumulation). Two layouts: fp32 NCHW, and bf16 NHWC
-// (channels last, as the bf16 network keeps activations). The launchers take device pointers, throw
-// std::invalid_argument before any CUDA call for a non-positive size, a window larger than the
-// padded input or p >= k, check their launches and do not synchronise.
+// ---- weights ----
+// One convolution with its inference BatchNorm (running statistics), as torchvision stores them,
+// and the same layer with the BN folded in: w' = w * gamma / sqrt(var + eps) per output channel,
+// b' = beta - mean * gamma / sqrt(var + eps).
+struct ConvBn {
+  ConvSpec spec;
+  std::vector<float> w;  // [c_out, c_in, r, r]
+  std::vector<float> gamma, beta, mean, var;
+};
+struct FoldedConv {
+  ConvSpec spec;
+  std::vector<float> w, b;
+};
+FoldedConv fold(const ConvBn& layer, double eps = 1e-5);
+
+// A trunk's layers: the stem, then per block conv1, conv2 and the shortcut (empty without one).
+struct TrunkWeights {
+  ConvBn stem;
+  std::vector<ConvBn> conv1, conv2, shortcut;
+};
+struct McWeights {
+  TrunkWeights rgb, depth;
+  std::vector<float> fc_w, fc_b;  // [classes, 1024] and [classes]
+  int classes = 15;
+};
+// Deterministic random weights from `seed`: He-normal convs (standard deviation sqrt(2 / fan_in)),
+// BN gamma and var in [0.5, 1.5], beta and mean in [-0.1, 0.1]; the FC uniform in
+// +-1/sqrt(1024), as torch.nn.Linear initialises it.
+TrunkWeights random_trunk_weights(const Trunk& t, uint64_t seed);
+McWeights random_mc_weights(uint64_t seed, int classes = 15);
+
+// ---- CPU reference ----
+// fp32 activations between layers, every sum in double, BN folded; NCHW. `threads` splits each
+// convolution's output channels (0: the hardware's count); the result does not depend on it.
+// A trunk's features: [n, 512]. MC-ResNet18's logits: [n, classes].
+std::vector<float> trunk_forward_cpu(const Trunk& t, const TrunkWeights& wts,
+                                     const std::vector<float>& x, int n, int h, int w,
+                                     int threads = 0);
+std::vector<float> mc_resnet18_cpu(const McWeights& wts, const std::vector<float>& rgb,
+                                   const std::vector<float>& depth, int n, int h, int w,
+                                   int threads = 0);
+// One convolution with its bias, and a residual added before the optional ReLU: the building
+// block of the forward above. x [n, c_in, h, w] -> [n, c_out, P, Q].
+std::vector<float> conv_cpu(const FoldedConv& cv, const std::vector<float>& x, int n, int h, int w,
+                            const std::vector<float>* residual, bool relu, int threads = 0);
+
+// ---- pools ----
+// Max pool, window k x k, stride s, padding p on each side that never wins (as
+// torch.nn.MaxPool2d: padded positions are -inf). Output P = (H + 2p - k) / s + 1, likewise Q.
+// Global average pool: y[n][c] = the mean of x[n][c][.][.] (fp32 accumulation).
+// Two layouts: fp32 NCHW, and bf16 NHWC (channels last, as the bf16 network keeps activations).
+// The launchers take device pointers, throw std::invalid_argument before any CUDA call for a
+// non-positive size, a window larger than the padded input or p >= k, check their launches and do
+// not synchronise.
 void check_pool_args(int n, int c, int h, int w, int k, int s, int p);
 void maxpool_nchw(const float* x, float* y, int n, int c, int h, int w, int k, int s, int p,
                   cudaStream_t stream);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/catch.hpp"
+#include "common/random.hpp"
 #include "resnet.hpp"
 
 using namespace capstone::resnet;
@@ -55,4 +56,50 @@ TEST_CASE("resnet: bad pool arguments are rejected", "[cpu]") {
   CHECK_THROWS_AS(check_pool_args(1, 1, 4, 4, 3, 2, 3), std::invalid_argument);  // p >= k
   CHECK_THROWS_AS(check_pool_args(1, 1, 1, 1, 5, 1, 1), std::invalid_argument);  // window > input
   CHECK_NOTHROW(check_pool_args(1, 1, 1, 1, 3, 2, 1));
+}
+
+TEST_CASE("resnet: folding BN into the convolution changes nothing but rounding", "[cpu]") {
+  const ConvSpec cv{3, 5, 3, 2, 1};
+  const TrunkWeights wts = random_trunk_weights(resnet18_trunk(3), 11);
+  ConvBn layer = wts.stem;  // a 7x7 conv: take its first channels' shape from cv instead
+  layer.spec = cv;
+  layer.w = gpu100::random_vector<float>(size_t(5) * 3 * 3 * 3, 12);
+  layer.gamma.resize(5), layer.beta.resize(5), layer.mean.resize(5), layer.var.resize(5);
+  const int n = 2, h = 9, w = 7;
+  const auto x = gpu100::random_vector<float>(size_t(n) * 3 * h * w, 13);
+  // Conv without bias, then BN by its definition, in double.
+  FoldedConv plain{cv, layer.w, std::vector<float>(5, 0.f)};
+  const auto raw = conv_cpu(plain, x, n, h, w, nullptr, false, 1);
+  const auto folded = conv_cpu(fold(layer), x, n, h, w, nullptr, false, 1);
+  const int P = cv.out(h), Q = cv.out(w);
+  REQUIRE(raw.size() == folded.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const int k = int((i / (size_t(P) * Q)) % 5);
+    const double bn =
+        (raw[i] - layer.mean[k]) * layer.gamma[k] / std::sqrt(layer.var[k] + 1e-5) + layer.beta[k];
+    REQUIRE(folded[i] == Catch::Approx(bn).margin(1e-5));
+  }
+  ConvBn bad = layer;
+  bad.var[2] = -1.f;
+  CHECK_THROWS_AS(fold(bad), std::invalid_argument);
+}
+
+TEST_CASE("resnet: the CPU forward is deterministic, per image, and thread-count free", "[cpu]") {
+  const McWeights wts = random_mc_weights(7);
+  const int h = 33, w = 47;
+  const auto rgb = gpu100::random_vector<float>(size_t(2) * 3 * h * w, 21);
+  const auto depth = gpu100::random_vector<float>(size_t(2) * 1 * h * w, 22);
+  const auto logits = mc_resnet18_cpu(wts, rgb, depth, 2, h, w, 2);
+  REQUIRE(logits.size() == 2 * 15);
+  for (float v : logits) REQUIRE(std::isfinite(v));
+  CHECK(logits != std::vector<float>(30, logits[0]));  // not a constant
+  // The same bits with one thread, and image 1 alone equals row 1 of the batch.
+  CHECK(mc_resnet18_cpu(wts, rgb, depth, 2, h, w, 1) == logits);
+  const std::vector<float> rgb1(rgb.begin() + 3 * h * w, rgb.end());
+  const std::vector<float> depth1(depth.begin() + h * w, depth.end());
+  const auto one = mc_resnet18_cpu(wts, rgb1, depth1, 1, h, w, 2);
+  CHECK(std::vector<float>(logits.begin() + 15, logits.end()) == one);
+  // A 1 x 1 input still runs (every layer keeps at least one pixel).
+  CHECK(mc_resnet18_cpu(wts, std::vector<float>(3, 0.5f), std::vector<float>(1, 0.5f), 1, 1, 1, 1)
+            .size() == 15);
 }
