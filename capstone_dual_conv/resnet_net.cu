@@ -85,9 +85,17 @@ McResNet18::McResNet18(const McWeights& weights)
 void McResNet18::plan(int n, int h, int w) {
   if (n < 1 || h < 1 || w < 1) throw std::invalid_argument("McResNet18: an empty batch");
   if (n == plan_n_ && h == plan_h_ && w == plan_w_) return;
-  // The stem's output is the largest activation of the trunk (64 channels at half the size).
-  const ConvSpec& stem = rgb_.t.stem;
-  const size_t largest = size_t(n) * stem.c_out * stem.out(h) * stem.out(w);
+  // The largest activation of the trunk: the stem's output at most sizes, a deep layer's (more
+  // channels, the map already 1 x 1) at tiny ones.
+  const Trunk& t = rgb_.t;
+  int hh = t.stem.out(h), ww = t.stem.out(w);
+  size_t largest = size_t(t.stem.c_out) * hh * ww;
+  hh = t.pool_out(hh), ww = t.pool_out(ww);
+  for (const BasicBlock& b : t.blocks) {
+    hh = b.conv1.out(hh), ww = b.conv1.out(ww);
+    largest = std::max(largest, size_t(b.conv1.c_out) * hh * ww);
+  }
+  largest *= size_t(n);
   const size_t bytes = 4 * largest * sizeof(float) + 2 * size_t(n) * 512 * sizeof(float);
   if (bytes + (size_t(256) << 20) > gpu100::free_device_memory()) {
     throw std::invalid_argument("McResNet18: N=" + std::to_string(n) + " at " + std::to_string(h) +

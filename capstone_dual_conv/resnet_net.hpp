@@ -18,8 +18,8 @@ class McResNet18 {
   // Folds the BN of every convolution and uploads the weights.
   explicit McResNet18(const McWeights& weights);
 
-  // Plans the activation buffers for a batch: four buffers of the largest activation (the stem's
-  // output) and the two feature vectors. forward() plans on its first call at a shape; call this
+  // Plans the activation buffers for a batch: four buffers of the largest activation and the two
+  // feature vectors. forward() plans on its first call at a shape; call this
   // first to keep every allocation out of a timed forward. Throws std::invalid_argument for an
   // empty batch and when the buffers would not fit in the free device memory.
   void plan(int n, int h, int w);
