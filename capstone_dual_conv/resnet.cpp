@@ -47,13 +47,74 @@ double trunk_flops(const Trunk& t, int h, int w) {
   return f;
 }
 
-double resnet18_flops(int h, int w, int classes) {
-  return trunk_flops(resnet18_trunk(3), h, w) + 2.0 * 512 * classes;
+const char* to_string(Model m) {
+  return m == Model::kMcResNet18 ? "mc_resnet18" : "resnet18";
 }
 
-double mc_resnet18_flops(int h, int w, int classes) {
-  return trunk_flops(resnet18_trunk(3), h, w) + trunk_flops(resnet18_trunk(1), h, w) +
-         2.0 * 1024 * classes;
+Model parse_model(const std::string& name) {
+  if (name == "mc_resnet18") return Model::kMcResNet18;
+  if (name == "resnet18") return Model::kResNet18;
+  throw std::invalid_argument("unknown model '" + name + "' (mc_resnet18 or resnet18)");
+}
+
+std::vector<int> trunk_channels(Model m) {
+  return m == Model::kMcResNet18 ? std::vector<int>{3, 1} : std::vector<int>{3};
+}
+
+int default_classes(Model m) {
+  return m == Model::kMcResNet18 ? 15 : 1000;
+}
+
+double net_flops(Model m, int h, int w, int classes) {
+  double f = 0;
+  for (int c : trunk_channels(m)) f += trunk_flops(resnet18_trunk(c), h, w) + 2.0 * 512 * classes;
+  return f;
+}
+
+double logits_tolerance(gpu100::Precision p) {
+  return p == gpu100::Precision::kFp32 ? 1e-4 : p == gpu100::Precision::kTf32 ? 5e-3 : 3e-2;
+}
+
+namespace {
+void check_size(const std::string& name, size_t got, size_t want) {
+  if (got != want) {
+    throw std::invalid_argument("weights: " + name + " has " + std::to_string(got) +
+                                " values, the model needs " + std::to_string(want));
+  }
+}
+void check_conv_bn(const std::string& name, const ConvBn& cb, const ConvSpec& spec) {
+  check_size(name + ".weight", cb.w.size(), size_t(spec.c_out) * spec.c_in * spec.r * spec.r);
+  for (const auto* v : {&cb.gamma, &cb.beta, &cb.mean, &cb.var}) {
+    check_size(name + " BN", v->size(), size_t(spec.c_out));
+  }
+}
+}  // namespace
+
+void check_net_weights(const NetWeights& wts) {
+  const std::vector<int> channels = trunk_channels(wts.model);
+  if (wts.trunks.size() != channels.size()) {
+    throw std::invalid_argument("weights: " + std::to_string(wts.trunks.size()) +
+                                " trunks, the model has " + std::to_string(channels.size()));
+  }
+  for (size_t i = 0; i < channels.size(); ++i) {
+    const Trunk t = resnet18_trunk(channels[i]);
+    const TrunkWeights& tw = wts.trunks[i];
+    const std::string tn = "trunk " + std::to_string(i);
+    check_conv_bn(tn + " stem", tw.stem, t.stem);
+    check_size(tn + " blocks", tw.conv1.size(), t.blocks.size());
+    check_size(tn + " blocks", tw.conv2.size(), t.blocks.size());
+    check_size(tn + " blocks", tw.shortcut.size(), t.blocks.size());
+    for (size_t b = 0; b < t.blocks.size(); ++b) {
+      const std::string bn = tn + " block " + std::to_string(b);
+      check_conv_bn(bn + " conv1", tw.conv1[b], t.blocks[b].conv1);
+      check_conv_bn(bn + " conv2", tw.conv2[b], t.blocks[b].conv2);
+      if (t.blocks[b].downsample)
+        check_conv_bn(bn + " shortcut", tw.shortcut[b], t.blocks[b].shortcut);
+    }
+  }
+  if (wts.classes < 1) throw std::invalid_argument("weights: no classes");
+  check_size("fc.weight", wts.fc_w.size(), size_t(wts.classes) * wts.features());
+  check_size("fc.bias", wts.fc_b.size(), size_t(wts.classes));
 }
 
 void check_pool_args(int n, int c, int h, int w, int k, int s, int p) {

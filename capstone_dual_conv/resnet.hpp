@@ -11,7 +11,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "common/precision.hpp"
 
 namespace capstone::resnet {
 
@@ -35,12 +38,10 @@ struct Trunk {
 // ResNet-18's trunk on `in_channels` input channels.
 Trunk resnet18_trunk(int in_channels);
 
-// FLOPs counted as 2 per multiply-add of the convolutions and the FC (BN is folded into the convs;
-// pools, bias and residual adds are not counted): 3.63 GFLOP for ResNet-18 at 224 x 224 and
-// 32.0 GFLOP for MC-ResNet18 at 416 x 544, per image.
+// FLOPs counted as 2 per multiply-add of the convolutions and the FC (net_flops below) (BN is
+// folded into the convs; pools, bias and residual adds are not counted): 3.63 GFLOP for ResNet-18
+// at 224 x 224 and 32.0 GFLOP for MC-ResNet18 at 416 x 544, per image.
 double trunk_flops(const Trunk& t, int h, int w);
-double resnet18_flops(int h, int w, int classes = 1000);
-double mc_resnet18_flops(int h, int w, int classes = 15);
 
 // ---- weights ----
 // One convolution with its inference BatchNorm (running statistics), as torchvision stores them,
@@ -62,27 +63,45 @@ struct TrunkWeights {
   ConvBn stem;
   std::vector<ConvBn> conv1, conv2, shortcut;
 };
-struct McWeights {
-  TrunkWeights rgb, depth;
-  std::vector<float> fc_w, fc_b;  // [classes, 1024] and [classes]
+// The two networks: MC-ResNet18 (two trunks, RGB with 3 input channels and depth with 1, and
+// Linear(1024 -> 15)) and torchvision's ResNet-18 (one trunk on 3 channels, Linear(512 -> 1000)).
+enum class Model { kMcResNet18, kResNet18 };
+const char* to_string(Model m);            // "mc_resnet18", "resnet18"
+Model parse_model(const std::string&);     // the reverse; throws std::invalid_argument
+std::vector<int> trunk_channels(Model m);  // input channels per trunk: {3, 1} or {3}
+int default_classes(Model m);              // 15 or 1000
+double net_flops(Model m, int h, int w, int classes);
+
+struct NetWeights {
+  Model model = Model::kMcResNet18;
+  std::vector<TrunkWeights> trunks;  // one per trunk_channels(model), in that order
+  std::vector<float> fc_w, fc_b;     // [classes, 512 * trunks] and [classes]
   int classes = 15;
+  int features() const { return 512 * int(trunks.size()); }
 };
 // Deterministic random weights from `seed`: He-normal convs (standard deviation sqrt(2 / fan_in)),
 // BN gamma and var in [0.5, 1.5], beta and mean in [-0.1, 0.1]; the FC uniform in
-// +-1/sqrt(1024), as torch.nn.Linear initialises it.
+// +-1/sqrt(features), as torch.nn.Linear initialises it. classes 0: default_classes(model).
 TrunkWeights random_trunk_weights(const Trunk& t, uint64_t seed);
-McWeights random_mc_weights(uint64_t seed, int classes = 15);
+NetWeights random_net_weights(Model model, uint64_t seed, int classes = 0);
+// The pass rule of a network's logits against the CPU reference (and PyTorch): relative L2 error
+// ||got - ref|| / ||ref|| at most 1e-4 in fp32, 5e-3 in TF32, 3e-2 in bf16 (bf16 activations are
+// rounded to 8 mantissa bits after every layer).
+double logits_tolerance(gpu100::Precision p);
+// Throws std::invalid_argument naming the first tensor whose size does not match the model.
+void check_net_weights(const NetWeights& wts);
 
 // ---- CPU reference ----
 // fp32 activations between layers, every sum in double, BN folded; NCHW. `threads` splits each
 // convolution's output channels (0: the hardware's count); the result does not depend on it.
-// A trunk's features: [n, 512]. MC-ResNet18's logits: [n, classes].
+// A trunk's features: [n, 512].
 std::vector<float> trunk_forward_cpu(const Trunk& t, const TrunkWeights& wts,
                                      const std::vector<float>& x, int n, int h, int w,
                                      int threads = 0);
-std::vector<float> mc_resnet18_cpu(const McWeights& wts, const std::vector<float>& rgb,
-                                   const std::vector<float>& depth, int n, int h, int w,
-                                   int threads = 0);
+// The network's logits [n, classes] from one input per trunk ([n, trunk_channels[i], h, w]).
+std::vector<float> net_forward_cpu(const NetWeights& wts,
+                                   const std::vector<std::vector<float>>& inputs, int n, int h,
+                                   int w, int threads = 0);
 // One convolution with its bias, and a residual added before the optional ReLU: the building
 // block of the forward above. x [n, c_in, h, w] -> [n, c_out, P, Q].
 std::vector<float> conv_cpu(const FoldedConv& cv, const std::vector<float>& x, int n, int h, int w,
@@ -102,8 +121,13 @@ void maxpool_nchw(const float* x, float* y, int n, int c, int h, int w, int k, i
 void maxpool_nhwc_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int n, int c, int h, int w, int k,
                        int s, int p, cudaStream_t stream);
 void global_avgpool_nchw(const float* x, float* y, int n, int c, int h, int w, cudaStream_t stream);
-void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int n, int c, int h, int w,
+// The bf16 network's features are fp32: the mean of bf16 values, accumulated and kept in fp32.
+void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
                               cudaStream_t stream);
+// NCHW fp32 [n, c, h, w] -> NHWC bf16 [n, h, w, c_pad], channels c .. c_pad - 1 zero (the bf16
+// network pads its stems' 3 and 1 input channels to 8, the tensor-core kernel's granule).
+void to_nhwc_bf16(const float* x, __nv_bfloat16* y, int n, int c, int h, int w, int c_pad,
+                  cudaStream_t stream);
 
 // CPU references in double, on the values the GPU reads (for bf16: the rounded values, as floats);
 // `nhwc` picks the layout of x and y.

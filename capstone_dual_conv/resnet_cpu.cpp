@@ -89,14 +89,18 @@ TrunkWeights random_trunk_weights(const Trunk& t, uint64_t seed) {
   return wts;
 }
 
-McWeights random_mc_weights(uint64_t seed, int classes) {
-  McWeights m;
-  m.rgb = random_trunk_weights(resnet18_trunk(3), seed);
-  m.depth = random_trunk_weights(resnet18_trunk(1), seed + 100000);
-  m.classes = classes;
-  const double bound = 1.0 / std::sqrt(1024.0);
-  m.fc_w = gpu100::random_vector<float>(size_t(classes) * 1024, seed + 200000, -bound, bound);
-  m.fc_b = gpu100::random_vector<float>(size_t(classes), seed + 200001, -bound, bound);
+NetWeights random_net_weights(Model model, uint64_t seed, int classes) {
+  NetWeights m;
+  m.model = model;
+  const std::vector<int> channels = trunk_channels(model);
+  for (size_t i = 0; i < channels.size(); ++i) {
+    m.trunks.push_back(random_trunk_weights(resnet18_trunk(channels[i]), seed + 100000 * i));
+  }
+  m.classes = classes > 0 ? classes : default_classes(model);
+  const double bound = 1.0 / std::sqrt(double(m.features()));
+  m.fc_w =
+      gpu100::random_vector<float>(size_t(m.classes) * m.features(), seed + 200000, -bound, bound);
+  m.fc_b = gpu100::random_vector<float>(size_t(m.classes), seed + 200001, -bound, bound);
   return m;
 }
 
@@ -157,21 +161,28 @@ std::vector<float> trunk_forward_cpu(const Trunk& t, const TrunkWeights& wts,
   return std::vector<float>(f.begin(), f.end());
 }
 
-std::vector<float> mc_resnet18_cpu(const McWeights& wts, const std::vector<float>& rgb,
-                                   const std::vector<float>& depth, int n, int h, int w,
-                                   int threads) {
-  const std::vector<float> f_rgb =
-      trunk_forward_cpu(resnet18_trunk(3), wts.rgb, rgb, n, h, w, threads);
-  const std::vector<float> f_depth =
-      trunk_forward_cpu(resnet18_trunk(1), wts.depth, depth, n, h, w, threads);
+std::vector<float> net_forward_cpu(const NetWeights& wts,
+                                   const std::vector<std::vector<float>>& inputs, int n, int h,
+                                   int w, int threads) {
+  check_net_weights(wts);
+  const std::vector<int> channels = trunk_channels(wts.model);
+  if (inputs.size() != channels.size()) {
+    throw std::invalid_argument("net_forward_cpu: one input per trunk");
+  }
+  std::vector<std::vector<float>> features;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    features.push_back(
+        trunk_forward_cpu(resnet18_trunk(channels[i]), wts.trunks[i], inputs[i], n, h, w, threads));
+  }
+  const int f = wts.features();
   std::vector<float> logits(size_t(n) * wts.classes);
   for (int ni = 0; ni < n; ++ni)
     for (int j = 0; j < wts.classes; ++j) {
       double acc = wts.fc_b[j];
-      for (int i = 0; i < 512; ++i) {
-        acc += double(wts.fc_w[size_t(j) * 1024 + i]) * f_rgb[size_t(ni) * 512 + i];
-        acc += double(wts.fc_w[size_t(j) * 1024 + 512 + i]) * f_depth[size_t(ni) * 512 + i];
-      }
+      for (size_t t = 0; t < features.size(); ++t)
+        for (int i = 0; i < 512; ++i) {
+          acc += double(wts.fc_w[size_t(j) * f + 512 * t + i]) * features[t][size_t(ni) * 512 + i];
+        }
       logits[size_t(ni) * wts.classes + j] = static_cast<float>(acc);
     }
   return logits;

@@ -1,11 +1,15 @@
-// MC-ResNet18's first GPU path (resnet_net.hpp): fp32, sequential trunks, layers from day08 and
-// day04 by linking, pools from resnet_pools.cu.
+// MC-ResNet18 and ResNet-18 on the curriculum's kernels (resnet_net.hpp): the program of a trunk,
+// the arena layout by liveness, and the three ways of running two trunks.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "common/cuda_check.hpp"
 #include "common/device_info.hpp"
+#include "common/errors.hpp"
+#include "common/half.hpp"
 #include "common/math.hpp"
 #include "conv.hpp"
 #include "gemm.hpp"
@@ -15,154 +19,364 @@ namespace capstone::resnet {
 
 namespace {
 
+using bf16 = __nv_bfloat16;
 constexpr int kThreads = 256;
+constexpr int kStemPad = 8;  // the bf16 kernel reads channels 8 at a time (16 bytes)
 
-// y = relu(y + residual) (residual may be null): the epilogue of a conv whose bias day08 added.
-__global__ void add_relu_kernel(float* y, const float* residual, int64_t count) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= count) return;
-  const float v = y[i] + (residual != nullptr ? residual[i] : 0.f);
-  y[i] = fmaxf(v, 0.f);
-}
-
-// Every row of the logits starts as the FC's bias; the two GEMMs then add onto it (beta = 1).
+// Every row of the logits starts as the FC's bias; the GEMMs then add onto it (beta = 1).
 __global__ void fill_rows_kernel(float* y, const float* row, int rows, int cols) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < rows * cols) y[i] = row[i % cols];
 }
 
-day08::ConvShape conv_shape(const ConvSpec& s, int n, int h, int w) {
+day08::ConvShape conv_shape(const ConvSpec& s, int c_in, int n, int h, int w) {
   day08::ConvShape cs;
-  cs.n = n, cs.c = s.c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = s.r, cs.s = s.r;
+  cs.n = n, cs.c = c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = s.r, cs.s = s.r;
   cs.stride = s.stride, cs.pad = s.pad, cs.dilation = 1;
   return cs;
 }
 
+// KCRS fp32 -> KRSC bf16 with the input channels zero-padded to c_pad.
+std::vector<bf16> to_krsc_bf16(const std::vector<float>& w, const ConvSpec& s, int c_pad) {
+  std::vector<bf16> out(size_t(s.c_out) * s.r * s.r * c_pad, static_cast<bf16>(0.f));
+  for (int k = 0; k < s.c_out; ++k)
+    for (int c = 0; c < s.c_in; ++c)
+      for (int rs = 0; rs < s.r * s.r; ++rs) {
+        out[(size_t(k) * s.r * s.r + rs) * c_pad + c] =
+            static_cast<bf16>(w[(size_t(k) * s.c_in + c) * s.r * s.r + rs]);
+      }
+  return out;
+}
+
 }  // namespace
 
-McResNet18::DeviceTrunk McResNet18::upload(const Trunk& t, const TrunkWeights& wts) {
-  auto layer = [](const ConvBn& cb) {
+const char* to_string(Trunks t) {
+  switch (t) {
+    case Trunks::kSequential:
+      return "sequential";
+    case Trunks::kStreams:
+      return "streams";
+    case Trunks::kDual:
+      return "dual";
+  }
+  return "?";
+}
+
+Trunks parse_trunks(const std::string& s) {
+  for (Trunks t : {Trunks::kSequential, Trunks::kStreams, Trunks::kDual}) {
+    if (s == to_string(t)) return t;
+  }
+  throw std::invalid_argument("unknown trunks mode '" + s + "' (sequential, streams or dual)");
+}
+
+Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
+  const bool bf = precision_ == gpu100::Precision::kBf16;
+  auto layer = [&](const ConvBn& cb, const ConvSpec& spec, bool present) {
+    Layer l;
+    l.spec = spec;
+    l.c_in = bf && spec.c_in % kStemPad != 0 ? kStemPad : spec.c_in;
+    if (!present) return l;
     const FoldedConv f = fold(cb);
-    Layer l{f.spec, gpu100::DeviceBuffer<float>(f.w.size()),
-            gpu100::DeviceBuffer<float>(f.b.size())};
-    l.w.upload(f.w);
-    l.b.upload(f.b);
+    l.bias = gpu100::DeviceBuffer<float>(f.b.size());
+    l.bias.upload(f.b);
+    if (bf) {
+      const std::vector<bf16> w16 = to_krsc_bf16(f.w, spec, l.c_in);
+      l.w16 = gpu100::DeviceBuffer<bf16>(w16.size());
+      l.w16.upload(w16);
+    } else {
+      l.w32 = gpu100::DeviceBuffer<float>(f.w.size());
+      l.w32.upload(f.w);
+    }
     return l;
   };
   DeviceTrunk dt;
   dt.t = t;
-  dt.stem = layer(wts.stem);
+  dt.layers.push_back(layer(wts.stem, t.stem, true));
   for (size_t i = 0; i < t.blocks.size(); ++i) {
-    dt.conv1.push_back(layer(wts.conv1[i]));
-    dt.conv2.push_back(layer(wts.conv2[i]));
-    dt.shortcut.push_back(t.blocks[i].downsample ? layer(wts.shortcut[i]) : Layer{});
+    const BasicBlock& b = t.blocks[i];
+    dt.layers.push_back(layer(wts.conv1[i], b.conv1, true));
+    dt.layers.push_back(layer(wts.conv2[i], b.conv2, true));
+    dt.layers.push_back(layer(wts.shortcut[i], b.shortcut, b.downsample));
   }
   return dt;
 }
 
-McResNet18::McResNet18(const McWeights& weights)
-    : rgb_(upload(resnet18_trunk(3), weights.rgb)),
-      depth_(upload(resnet18_trunk(1), weights.depth)),
-      classes_(weights.classes) {
-  if (weights.fc_w.size() != size_t(classes_) * 1024 || weights.fc_b.size() != size_t(classes_)) {
-    throw std::invalid_argument("McResNet18: the FC weights do not match 1024 -> classes");
+Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
+    : model_(weights.model), precision_(precision), trunks_(trunks), classes_(weights.classes) {
+  check_net_weights(weights);
+  const std::vector<int> channels = trunk_channels(model_);
+  if (channels.size() == 1 && trunks_ != Trunks::kSequential) {
+    throw std::invalid_argument("Net: a one-trunk model runs its trunk sequentially only");
   }
-  // W [classes, 1024] -> W^T split by trunk: [512, classes] each (row-major, for day04::gemm).
-  std::vector<float> t_rgb(size_t(512) * classes_), t_depth(size_t(512) * classes_);
-  for (int j = 0; j < classes_; ++j)
-    for (int i = 0; i < 512; ++i) {
-      t_rgb[size_t(i) * classes_ + j] = weights.fc_w[size_t(j) * 1024 + i];
-      t_depth[size_t(i) * classes_ + j] = weights.fc_w[size_t(j) * 1024 + 512 + i];
-    }
-  fc_rgb_t_ = gpu100::DeviceBuffer<float>(t_rgb.size());
-  fc_depth_t_ = gpu100::DeviceBuffer<float>(t_depth.size());
+  for (size_t i = 0; i < channels.size(); ++i) {
+    trunk_.push_back(upload(resnet18_trunk(channels[i]), weights.trunks[i]));
+    // W [classes, features] -> this trunk's W^T [512, classes] (row-major, for day04::gemm).
+    std::vector<float> t(size_t(512) * classes_);
+    for (int j = 0; j < classes_; ++j)
+      for (int f = 0; f < 512; ++f) {
+        t[size_t(f) * classes_ + j] = weights.fc_w[size_t(j) * weights.features() + 512 * i + f];
+      }
+    fc_t_[i] = gpu100::DeviceBuffer<float>(t.size());
+    fc_t_[i].upload(t);
+  }
   fc_b_ = gpu100::DeviceBuffer<float>(size_t(classes_));
-  fc_rgb_t_.upload(t_rgb);
-  fc_depth_t_.upload(t_depth);
   fc_b_.upload(weights.fc_b);
+  if (trunks_ == Trunks::kStreams) {
+    for (int i = 0; i < 2; ++i) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&side_[i], cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&join_[i], cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  }
 }
 
-void McResNet18::plan(int n, int h, int w) {
-  if (n < 1 || h < 1 || w < 1) throw std::invalid_argument("McResNet18: an empty batch");
+Net::~Net() {
+  for (int i = 0; i < 2; ++i) {
+    if (side_[i] != nullptr) cudaStreamDestroy(side_[i]);
+    if (join_[i] != nullptr) cudaEventDestroy(join_[i]);
+  }
+  if (fork_ != nullptr) cudaEventDestroy(fork_);
+}
+
+// The trunk as a list of steps and the tensors they produce. A tensor is live from the step that
+// writes it to the last step that reads it; the features live to the end (the FC reads them).
+Net::Program Net::program(const DeviceTrunk& dt, int n, int h, int w) const {
+  const bool bf = precision_ == gpu100::Precision::kBf16;
+  const size_t es = bf ? sizeof(bf16) : sizeof(float);
+  Program p;
+  auto add = [&](Op op, int c_out, int ho, int wo, size_t elem) {
+    const int step = int(p.ops.size());
+    p.tensors.push_back({size_t(n) * c_out * ho * wo * elem, step, step});
+    op.out = int(p.tensors.size()) - 1;
+    for (int id : {op.in, op.residual}) {
+      if (id >= 0) p.tensors[id].last = step;
+    }
+    p.ops.push_back(op);
+    return op.out;
+  };
+  const Trunk& t = dt.t;
+  int cur = -1, c = t.stem.c_in;
+  if (bf) {
+    cur = add({Op::kConvert, -1, -1, -1, -1, false, c, h, w}, kStemPad, h, w, es);
+    c = kStemPad;
+  }
+  cur = add({Op::kConv, 0, cur, -1, -1, true, c, h, w}, 64, t.stem.out(h), t.stem.out(w), es);
+  h = t.stem.out(h), w = t.stem.out(w), c = 64;
+  cur = add({Op::kMaxPool, -1, cur, -1, -1, false, c, h, w}, c, t.pool_out(h), t.pool_out(w), es);
+  h = t.pool_out(h), w = t.pool_out(w);
+  for (size_t i = 0; i < t.blocks.size(); ++i) {
+    const BasicBlock& b = t.blocks[i];
+    const int l1 = int(1 + 3 * i), ho = b.conv1.out(h), wo = b.conv1.out(w), k = b.conv1.c_out;
+    const int sc =
+        b.downsample ? add({Op::kConv, l1 + 2, cur, -1, -1, false, c, h, w}, k, ho, wo, es) : cur;
+    const int mid = add({Op::kConv, l1, cur, -1, -1, true, c, h, w}, k, ho, wo, es);
+    cur = add({Op::kConv, l1 + 1, mid, -1, sc, true, k, ho, wo}, k, ho, wo, es);
+    h = ho, w = wo, c = k;
+  }
+  const int feat = add({Op::kAvgPool, -1, cur, -1, -1, false, c, h, w}, c, 1, 1, sizeof(float));
+  p.tensors[feat].last = int(p.ops.size());
+  return p;
+}
+
+// Sequential: one timeline, trunk 1 after trunk 0 (only trunk 0's features outlive it). Dual: one
+// timeline, the trunks in lock-step (step s of both is live at once). Streams: the trunks may run
+// in any interleaving, so each gets its own region.
+Net::Layout Net::layout(const std::vector<Program>& progs) const {
+  Layout out;
+  if (trunks_ == Trunks::kStreams) {
+    for (const Program& p : progs) {
+      const ArenaPlan plan = plan_arena(p.tensors);
+      out.offsets.push_back(plan.offsets);
+      for (size_t& o : out.offsets.back()) o += out.bytes;
+      out.bytes += gpu100::ceil_div(plan.bytes, kArenaAlign) * kArenaAlign;
+    }
+    return out;
+  }
+  std::vector<ArenaTensor> all;
+  int shift = 0, end = 0;
+  for (const Program& p : progs) end += trunks_ == Trunks::kDual ? 0 : int(p.ops.size());
+  end = std::max(end, int(progs[0].ops.size()));
+  for (const Program& p : progs) {
+    for (ArenaTensor t : p.tensors) {
+      const bool features = t.last == int(p.ops.size());
+      t.first += shift, t.last = features ? end : t.last + shift;
+      all.push_back(t);
+    }
+    if (trunks_ == Trunks::kSequential) shift += int(p.ops.size());
+  }
+  const ArenaPlan plan = plan_arena(all);
+  size_t i = 0;
+  for (const Program& p : progs) {
+    out.offsets.emplace_back(plan.offsets.begin() + i, plan.offsets.begin() + i + p.tensors.size());
+    i += p.tensors.size();
+  }
+  out.bytes = plan.bytes;
+  return out;
+}
+
+size_t Net::arena_bytes_for(int n, int h, int w) const {
+  std::vector<Program> progs;
+  for (const DeviceTrunk& dt : trunk_) progs.push_back(program(dt, n, h, w));
+  return layout(progs).bytes;
+}
+
+void Net::plan(int n, int h, int w) {
+  if (n < 1 || h < 1 || w < 1) {
+    throw gpu100::UsageError(fmt::format("network: an empty batch (N={}, {}x{})", n, h, w));
+  }
   if (n == plan_n_ && h == plan_h_ && w == plan_w_) return;
-  // The largest activation of the trunk: the stem's output at most sizes, a deep layer's (more
-  // channels, the map already 1 x 1) at tiny ones.
-  const Trunk& t = rgb_.t;
-  int hh = t.stem.out(h), ww = t.stem.out(w);
-  size_t largest = size_t(t.stem.c_out) * hh * ww;
-  hh = t.pool_out(hh), ww = t.pool_out(ww);
-  for (const BasicBlock& b : t.blocks) {
-    hh = b.conv1.out(hh), ww = b.conv1.out(ww);
-    largest = std::max(largest, size_t(b.conv1.c_out) * hh * ww);
+  std::vector<Program> progs;
+  for (const DeviceTrunk& dt : trunk_) progs.push_back(program(dt, n, h, w));
+  Layout lay = layout(progs);
+  const size_t free = gpu100::free_device_memory(), margin = size_t(256) << 20;
+  if (lay.bytes + margin > free) {
+    throw gpu100::UsageError(fmt::format(
+        "network: N={} at {}x{} needs {} bytes ({:.0f} MiB) of activations; {:.0f} MiB of device "
+        "memory is free",
+        n, h, w, lay.bytes, lay.bytes / 1048576.0, free / 1048576.0));
   }
-  largest *= size_t(n);
-  const size_t bytes = 4 * largest * sizeof(float) + 2 * size_t(n) * 512 * sizeof(float);
-  if (bytes + (size_t(256) << 20) > gpu100::free_device_memory()) {
-    throw std::invalid_argument("McResNet18: N=" + std::to_string(n) + " at " + std::to_string(h) +
-                                "x" + std::to_string(w) + " needs " + std::to_string(bytes >> 20) +
-                                " MiB of activations; not enough device memory is free");
+  for (size_t t = 0; t < progs.size(); ++t) {  // every layer within the kernels' limits
+    for (const Op& op : progs[t].ops) {
+      if (op.kind != Op::kConv) continue;
+      try {
+        day08::check_conv_args(conv_shape(trunk_[t].layers[op.layer].spec,
+                                          trunk_[t].layers[op.layer].c_in, n, op.h, op.w));
+      } catch (const std::invalid_argument& e) {
+        throw gpu100::UsageError(fmt::format("network: N={} at {}x{}: {}", n, h, w, e.what()));
+      }
+    }
   }
-  for (auto& a : act_) a = gpu100::DeviceBuffer<float>(largest);
-  for (auto& f : feat_) f = gpu100::DeviceBuffer<float>(size_t(n) * 512);
+  arena_.reserve(lay.bytes);
+  progs_ = std::move(progs);
+  layout_ = std::move(lay);
   plan_n_ = n, plan_h_ = h, plan_w_ = w;
 }
 
-size_t McResNet18::arena_bytes() const {
-  return act_[0].bytes() * 4 + feat_[0].bytes() * 2;
+void* Net::tensor(int trunk, int id) const {
+  return arena_.at<char>(layout_.offsets[trunk][id]);
 }
 
-void McResNet18::trunk_forward(const DeviceTrunk& dt, const float* x, int n, int h, int w,
-                               float* features, cudaStream_t stream) {
-  const Trunk& t = dt.t;
-  auto conv = [&](const Layer& l, const float* in, int hh, int ww, float* out) {
-    day08::conv2d_forward("best_fp32", conv_shape(l.spec, n, hh, ww), in, l.w.data(), l.b.data(),
-                          out, stream);
-  };
-  auto add_relu = [&](float* y, const float* residual, int64_t count) {
-    add_relu_kernel<<<unsigned(gpu100::ceil_div<int64_t>(count, kThreads)), kThreads, 0, stream>>>(
-        y, residual, count);
-    CUDA_CHECK_LAST();
-  };
-  float* buf[4] = {act_[0].data(), act_[1].data(), act_[2].data(), act_[3].data()};
-  conv(dt.stem, x, h, w, buf[0]);
-  h = t.stem.out(h), w = t.stem.out(w);
-  add_relu(buf[0], nullptr, int64_t(n) * t.stem.c_out * h * w);
-  maxpool_nchw(buf[0], buf[1], n, t.stem.c_out, h, w, t.pool_k, t.pool_stride, t.pool_pad, stream);
-  h = t.pool_out(h), w = t.pool_out(w);
-  int cur = 1;
-  for (size_t i = 0; i < t.blocks.size(); ++i) {
-    const BasicBlock& b = t.blocks[i];
-    // Three other buffers: the block's middle, its shortcut (when it has a conv) and its output.
-    int others[3], k = 0;
-    for (int j = 0; j < 4; ++j) {
-      if (j != cur) others[k++] = j;
-    }
-    const int mid = others[0], out = others[1], sc = b.downsample ? others[2] : cur;
-    if (b.downsample) conv(dt.shortcut[i], buf[cur], h, w, buf[sc]);
-    conv(dt.conv1[i], buf[cur], h, w, buf[mid]);
-    const int h1 = b.conv1.out(h), w1 = b.conv1.out(w);
-    add_relu(buf[mid], nullptr, int64_t(n) * b.conv1.c_out * h1 * w1);
-    conv(dt.conv2[i], buf[mid], h1, w1, buf[out]);
-    add_relu(buf[out], buf[sc], int64_t(n) * b.conv2.c_out * h1 * w1);
-    cur = out, h = h1, w = w1;
+void Net::run_op(int trunk, const Op& op, int n, const std::vector<const float*>& inputs,
+                 cudaStream_t stream) {
+  const float* input = inputs[trunk];
+  const bool bf = precision_ == gpu100::Precision::kBf16;
+  const void* in = op.in >= 0 ? tensor(trunk, op.in) : input;
+  void* out = tensor(trunk, op.out);
+  const Trunk& t = trunk_[trunk].t;
+  switch (op.kind) {
+    case Op::kConvert:
+      to_nhwc_bf16(input, static_cast<bf16*>(out), n, op.c, op.h, op.w, kStemPad, stream);
+      return;
+    case Op::kMaxPool:
+      if (bf) {
+        maxpool_nhwc_bf16(static_cast<const bf16*>(in), static_cast<bf16*>(out), n, op.c, op.h,
+                          op.w, t.pool_k, t.pool_stride, t.pool_pad, stream);
+      } else {
+        maxpool_nchw(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h, op.w,
+                     t.pool_k, t.pool_stride, t.pool_pad, stream);
+      }
+      return;
+    case Op::kAvgPool:
+      if (bf) {
+        global_avgpool_nhwc_bf16(static_cast<const bf16*>(in), static_cast<float*>(out), n, op.c,
+                                 op.h, op.w, stream);
+      } else {
+        global_avgpool_nchw(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h,
+                            op.w, stream);
+      }
+      return;
+    case Op::kConv:
+      conv({{trunk, &op}}, n, inputs, stream);
+      return;
   }
-  global_avgpool_nchw(buf[cur], features, n, t.features, h, w, stream);
 }
 
-void McResNet18::forward(const float* rgb, const float* depth, int n, int h, int w, float* logits,
-                         cudaStream_t stream) {
-  if (rgb == nullptr || depth == nullptr || logits == nullptr) {
-    throw std::invalid_argument("McResNet18::forward: a null pointer");
+// One launch for the convolutions in `group` ((trunk, op) pairs of one shape: 1, or 2 in dual
+// mode): day08's fused form, the bias, the residual and the ReLU in its epilogue.
+void Net::conv(const std::vector<std::pair<int, const Op*>>& group, int n,
+               const std::vector<const float*>& inputs, cudaStream_t stream) {
+  const auto [t0, op0] = group[0];
+  const Layer& l0 = trunk_[t0].layers[op0->layer];
+  const day08::ConvShape cs = conv_shape(l0.spec, l0.c_in, n, op0->h, op0->w);
+  if (precision_ == gpu100::Precision::kBf16) {
+    day08::ConvGroup<bf16> g;
+    g.count = int(group.size()), g.relu = op0->relu;
+    for (size_t i = 0; i < group.size(); ++i) {
+      const auto [t, op] = group[i];
+      const Layer& l = trunk_[t].layers[op->layer];
+      g.op[i] = {static_cast<const bf16*>(tensor(t, op->in)), l.w16.data(), l.bias.data(),
+                 op->residual >= 0 ? static_cast<const bf16*>(tensor(t, op->residual)) : nullptr,
+                 static_cast<bf16*>(tensor(t, op->out))};
+    }
+    day08::conv2d_fused_bf16_nhwc(cs, g, stream);
+    return;
+  }
+  day08::ConvGroup<float> g;
+  g.count = int(group.size()), g.relu = op0->relu;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto [t, op] = group[i];
+    const Layer& l = trunk_[t].layers[op->layer];
+    g.op[i] = {op->in >= 0 ? static_cast<const float*>(tensor(t, op->in)) : inputs[t], l.w32.data(),
+               l.bias.data(),
+               op->residual >= 0 ? static_cast<const float*>(tensor(t, op->residual)) : nullptr,
+               static_cast<float*>(tensor(t, op->out))};
+  }
+  day08::conv2d_fused(precision_, cs, g, stream);
+}
+
+void Net::run_trunk(int t, int n, const std::vector<const float*>& inputs, cudaStream_t stream) {
+  for (const Op& op : progs_[t].ops) run_op(t, op, n, inputs, stream);
+}
+
+// Both trunks in lock-step: a shared launch where the layers match, one each where they do not
+// (the fp32 and tf32 stems: 3 and 1 input channels).
+void Net::run_dual(int n, const std::vector<const float*>& inputs, cudaStream_t stream) {
+  for (size_t i = 0; i < progs_[0].ops.size(); ++i) {
+    const Op& a = progs_[0].ops[i];
+    const Op& b = progs_[1].ops[i];
+    const bool same = a.kind == Op::kConv && b.kind == Op::kConv &&
+                      trunk_[0].layers[a.layer].c_in == trunk_[1].layers[b.layer].c_in;
+    if (same) {
+      conv({{0, &a}, {1, &b}}, n, inputs, stream);
+    } else {
+      run_op(0, a, n, inputs, stream);
+      run_op(1, b, n, inputs, stream);
+    }
+  }
+}
+
+void Net::forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
+                  cudaStream_t stream) {
+  if (inputs.size() != trunk_.size() || logits == nullptr ||
+      std::find(inputs.begin(), inputs.end(), nullptr) != inputs.end()) {
+    throw std::invalid_argument("network: one non-null input per trunk and a logits pointer");
   }
   plan(n, h, w);
-  trunk_forward(rgb_, rgb, n, h, w, feat_[0].data(), stream);
-  trunk_forward(depth_, depth, n, h, w, feat_[1].data(), stream);
+  if (trunks_ == Trunks::kDual) {
+    run_dual(n, inputs, stream);
+  } else if (trunks_ == Trunks::kStreams) {
+    CUDA_CHECK(cudaEventRecord(fork_, stream));
+    for (int t = 0; t < int(trunk_.size()); ++t) {
+      CUDA_CHECK(cudaStreamWaitEvent(side_[t], fork_, 0));
+      run_trunk(t, n, inputs, side_[t]);
+      CUDA_CHECK(cudaEventRecord(join_[t], side_[t]));
+      CUDA_CHECK(cudaStreamWaitEvent(stream, join_[t], 0));
+    }
+  } else {
+    for (int t = 0; t < int(trunk_.size()); ++t) run_trunk(t, n, inputs, stream);
+  }
+  fc(n, logits, stream);
+}
+
+void Net::fc(int n, float* logits, cudaStream_t stream) {
   fill_rows_kernel<<<unsigned(gpu100::ceil_div(n * classes_, kThreads)), kThreads, 0, stream>>>(
       logits, fc_b_.data(), n, classes_);
   CUDA_CHECK_LAST();
   const day04::GemmShape s{n, classes_, 512};
-  day04::gemm("v8_autotuned", s, 1.f, feat_[0].data(), fc_rgb_t_.data(), 1.f, logits, stream);
-  day04::gemm("v8_autotuned", s, 1.f, feat_[1].data(), fc_depth_t_.data(), 1.f, logits, stream);
+  for (size_t t = 0; t < trunk_.size(); ++t) {
+    const auto* feat = static_cast<const float*>(tensor(int(t), int(progs_[t].tensors.size()) - 1));
+    day04::gemm("v8_autotuned", s, 1.f, feat, fc_t_[t].data(), 1.f, logits, stream);
+  }
 }
 
 }  // namespace capstone::resnet

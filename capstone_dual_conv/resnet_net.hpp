@@ -1,55 +1,120 @@
 #pragma once
-// MC-ResNet18 on the GPU, the first path: fp32 NCHW, the two trunks one after the other. Each
-// convolution runs through day08::conv2d_forward("best_fp32") with its BN folded into the weights
-// and the bias; the residual add and the ReLU are one elementwise pass; the pools are resnet.hpp's;
-// the FC is two day04::gemm calls (one per trunk's 512 features) onto the bias.
+// MC-ResNet18 and ResNet-18 on the curriculum's own kernels (resnet.hpp has the layer list).
+//
+// Every convolution is day08's fused layer form (day08::conv2d_fused and conv2d_fused_bf16_nhwc):
+// BN folded into the weights and the bias, and the bias, the block's residual and the ReLU applied
+// in the convolution's own store. The pools are resnet.hpp's, the FC is day04::gemm onto the bias.
+//   fp32: fp32 NCHW activations, day08 v4's kernel (FMA only, no TF32).
+//   tf32: the same tensors, day08 v5's kernel (TF32 tensor cores, fp32 accumulation).
+//   bf16: bf16 NHWC activations and KRSC weights, day08 v6's kernel (bf16 tensor cores, fp32
+//         accumulation and bias); the stems' 3 and 1 input channels are zero-padded to 8. The
+//         pooled features are fp32.
+// The trunks of MC-ResNet18 run in one of three ways:
+//   sequential: one after the other on the caller's stream;
+//   streams:    each on its own CUDA stream, joined by events (the GPU may overlap them);
+//   dual:       in lock-step, one launch for both trunks wherever their layers have the same shape
+//               (every layer after the stems; in bf16 the stems too, both padded to 8 channels).
+// Memory: plan() lays every activation out in one arena by liveness (resnet_arena.hpp) and
+// allocates it once; forward() allocates nothing.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/device_buffer.hpp"
+#include "common/precision.hpp"
 #include "resnet.hpp"
+#include "resnet_arena.hpp"
 
 namespace capstone::resnet {
 
-class McResNet18 {
+enum class Trunks { kSequential, kStreams, kDual };
+const char* to_string(Trunks t);            // "sequential", "streams", "dual"
+Trunks parse_trunks(const std::string& s);  // the reverse; throws std::invalid_argument
+
+class Net {
  public:
-  // Folds the BN of every convolution and uploads the weights.
-  explicit McResNet18(const McWeights& weights);
+  // Folds the BN of every convolution and uploads the weights in the precision's layout. Throws
+  // std::invalid_argument for weights that do not match their model.
+  Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks);
+  ~Net();
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
 
-  // Plans the activation buffers for a batch: four buffers of the largest activation and the two
-  // feature vectors. forward() plans on its first call at a shape; call this
-  // first to keep every allocation out of a timed forward. Throws std::invalid_argument for an
-  // empty batch and when the buffers would not fit in the free device memory.
+  // Plans the arena for a batch of n images of h x w and allocates it (once per shape). Throws
+  // gpu100::UsageError, before any allocation, for an empty batch, a layer too large for the
+  // kernels' 32-bit indexing, or an arena larger than the free device memory (with its bytes).
   void plan(int n, int h, int w);
-  size_t arena_bytes() const;
+  // The arena's bytes for a batch, without allocating (the same layout plan() makes).
+  size_t arena_bytes_for(int n, int h, int w) const;
+  size_t arena_bytes() const { return arena_.bytes(); }
 
-  // rgb [n, 3, h, w] and depth [n, 1, h, w] fp32 on the device -> logits [n, classes].
-  void forward(const float* rgb, const float* depth, int n, int h, int w, float* logits,
+  // inputs: one fp32 NCHW device pointer per trunk ([n, trunk_channels(model)[i], h, w]);
+  // logits: fp32 [n, classes] on the device. Plans first if the shape changed; asynchronous on
+  // `stream` (streams mode forks from it and joins back into it).
+  void forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
                cudaStream_t stream = nullptr);
+
   int classes() const { return classes_; }
+  Model model() const { return model_; }
+  gpu100::Precision precision() const { return precision_; }
+  Trunks trunks() const { return trunks_; }
 
  private:
   struct Layer {
     ConvSpec spec;
-    gpu100::DeviceBuffer<float> w, b;
+    int c_in = 0;  // the kernel's input channels (a bf16 stem's are padded to 8)
+    gpu100::DeviceBuffer<float> w32, bias;
+    gpu100::DeviceBuffer<__nv_bfloat16> w16;
   };
   struct DeviceTrunk {
     Trunk t;
-    Layer stem;
-    std::vector<Layer> conv1, conv2, shortcut;
+    std::vector<Layer> layers;  // stem, then per block conv1, conv2, shortcut (spec only if none)
   };
-  DeviceTrunk upload(const Trunk& t, const TrunkWeights& wts);
-  // One trunk: x -> features [n, 512].
-  void trunk_forward(const DeviceTrunk& dt, const float* x, int n, int h, int w, float* features,
-                     cudaStream_t stream);
+  // One step of a trunk's program: a conversion, a convolution or a pool. Tensor ids index the
+  // program's tensors; -1 is the trunk's input (the caller's pointer).
+  struct Op {
+    enum Kind { kConvert, kConv, kMaxPool, kAvgPool } kind = kConv;
+    int layer = -1, in = -1, out = -1, residual = -1;
+    bool relu = false;
+    int c = 0, h = 0, w = 0;  // the input's channels and size
+  };
+  struct Program {
+    std::vector<Op> ops;
+    std::vector<ArenaTensor> tensors;  // bytes and lifetimes, in op indices
+  };
+  Program program(const DeviceTrunk& dt, int n, int h, int w) const;
+  // The arena layout: offsets per trunk and tensor.
+  struct Layout {
+    std::vector<std::vector<size_t>> offsets;
+    size_t bytes = 0;
+  };
+  Layout layout(const std::vector<Program>& progs) const;
+  DeviceTrunk upload(const Trunk& t, const TrunkWeights& wts) const;
+  void run_op(int trunk, const Op& op, int n, const std::vector<const float*>& inputs,
+              cudaStream_t stream);
+  void conv(const std::vector<std::pair<int, const Op*>>& group, int n,
+            const std::vector<const float*>& inputs, cudaStream_t stream);
+  void run_trunk(int t, int n, const std::vector<const float*>& inputs, cudaStream_t stream);
+  void run_dual(int n, const std::vector<const float*>& inputs, cudaStream_t stream);
+  void* tensor(int trunk, int id) const;
+  void fc(int n, float* logits, cudaStream_t stream);
 
-  DeviceTrunk rgb_, depth_;
+  Model model_;
+  gpu100::Precision precision_;
+  Trunks trunks_;
   int classes_;
-  gpu100::DeviceBuffer<float> fc_rgb_t_, fc_depth_t_, fc_b_;  // [512, classes] each, [classes]
+  std::vector<DeviceTrunk> trunk_;
+  gpu100::DeviceBuffer<float> fc_t_[2], fc_b_;  // per trunk W^T [512, classes]; the bias
+  std::vector<Program> progs_;
+  Layout layout_;
+  Arena arena_;
   int plan_n_ = 0, plan_h_ = 0, plan_w_ = 0;
-  gpu100::DeviceBuffer<float> act_[4], feat_[2];
+  cudaStream_t side_[2] = {nullptr, nullptr};  // streams mode
+  cudaEvent_t fork_ = nullptr, join_[2] = {nullptr, nullptr};
 };
 
 }  // namespace capstone::resnet

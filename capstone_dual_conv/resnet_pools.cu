@@ -71,14 +71,24 @@ __global__ void avgpool_nchw_kernel(const float* __restrict__ x, float* __restri
 }
 
 // One thread per (n, c): consecutive threads read consecutive channels of each position.
-__global__ void avgpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x,
-                                    __nv_bfloat16* __restrict__ y, int c, int hw, int64_t total) {
+__global__ void avgpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x, float* __restrict__ y,
+                                    int c, int hw, int64_t total) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t n = i / c, ci = i % c;
   float sum = 0.f;
   for (int j = 0; j < hw; ++j) sum += __bfloat162float(x[(n * hw + j) * c + ci]);
-  y[i] = __float2bfloat16_rn(sum / float(hw));
+  y[i] = sum / float(hw);
+}
+
+// One thread per output element y[n][h][w][c'] (c' < c_pad): x[n][c'][h][w] rounded, or 0 for
+// the padding channels.
+__global__ void to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y,
+                                    int c, int c_pad, int64_t hw, int64_t total) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t ci = i % c_pad, pix = i / c_pad, n = pix / hw, j = pix % hw;
+  y[i] = __float2bfloat16_rn(ci < c ? x[(n * c + ci) * hw + j] : 0.f);
 }
 
 unsigned blocks_for(int64_t threads) {
@@ -115,11 +125,22 @@ void global_avgpool_nchw(const float* x, float* y, int n, int c, int h, int w,
   CUDA_CHECK_LAST();
 }
 
-void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int n, int c, int h, int w,
+void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
                               cudaStream_t stream) {
   check_pool_args(n, c, h, w, 1, 1, 0);
   const int64_t total = int64_t(n) * c;
   avgpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h * w, total);
+  CUDA_CHECK_LAST();
+}
+
+void to_nhwc_bf16(const float* x, __nv_bfloat16* y, int n, int c, int h, int w, int c_pad,
+                  cudaStream_t stream) {
+  if (n < 1 || c < 1 || h < 1 || w < 1 || c_pad < c) {
+    throw std::invalid_argument("to_nhwc_bf16: sizes must be positive and c_pad >= c");
+  }
+  const int64_t total = int64_t(n) * c_pad * h * w;
+  to_nhwc_bf16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, c_pad, int64_t(h) * w,
+                                                                  total);
   CUDA_CHECK_LAST();
 }
 

@@ -23,8 +23,8 @@ TEST_CASE("resnet: the ResNet-18 trunk and its FLOP count", "[cpu]") {
   CHECK(t.blocks.back().conv2.c_out == 512);
   // torchvision's resnet18 counts 1.81 G multiply-adds at 224 x 224: 3.63 GFLOP; two trunks at
   // 416 x 544 and the 1024 -> 15 FC: 32.0 GFLOP.
-  CHECK(resnet18_flops(224, 224) == Catch::Approx(3.628e9).epsilon(1e-3));
-  CHECK(mc_resnet18_flops(416, 544) == Catch::Approx(32.008e9).epsilon(1e-3));
+  CHECK(net_flops(Model::kResNet18, 224, 224, 1000) == Catch::Approx(3.628e9).epsilon(1e-3));
+  CHECK(net_flops(Model::kMcResNet18, 416, 544, 15) == Catch::Approx(32.008e9).epsilon(1e-3));
   // Tiny inputs still give a 1 x 1 map at every layer.
   CHECK(trunk_flops(resnet18_trunk(1), 1, 1) > 0);
 }
@@ -85,21 +85,21 @@ TEST_CASE("resnet: folding BN into the convolution changes nothing but rounding"
 }
 
 TEST_CASE("resnet: the CPU forward is deterministic, per image, and thread-count free", "[cpu]") {
-  const McWeights wts = random_mc_weights(7);
+  const NetWeights wts = random_net_weights(Model::kMcResNet18, 7);
   const int h = 33, w = 47;
   const auto rgb = gpu100::random_vector<float>(size_t(2) * 3 * h * w, 21);
   const auto depth = gpu100::random_vector<float>(size_t(2) * 1 * h * w, 22);
-  const auto logits = mc_resnet18_cpu(wts, rgb, depth, 2, h, w, 2);
+  const auto logits = net_forward_cpu(wts, {rgb, depth}, 2, h, w, 2);
   REQUIRE(logits.size() == 2 * 15);
   for (float v : logits) REQUIRE(std::isfinite(v));
   CHECK(logits != std::vector<float>(30, logits[0]));  // not a constant
   // The same bits with one thread, and image 1 alone equals row 1 of the batch.
-  CHECK(mc_resnet18_cpu(wts, rgb, depth, 2, h, w, 1) == logits);
+  CHECK(net_forward_cpu(wts, {rgb, depth}, 2, h, w, 1) == logits);
   const std::vector<float> rgb1(rgb.begin() + 3 * h * w, rgb.end());
   const std::vector<float> depth1(depth.begin() + h * w, depth.end());
-  const auto one = mc_resnet18_cpu(wts, rgb1, depth1, 1, h, w, 2);
+  const auto one = net_forward_cpu(wts, {rgb1, depth1}, 1, h, w, 2);
   CHECK(std::vector<float>(logits.begin() + 15, logits.end()) == one);
   // A 1 x 1 input still runs (every layer keeps at least one pixel).
-  CHECK(mc_resnet18_cpu(wts, std::vector<float>(3, 0.5f), std::vector<float>(1, 0.5f), 1, 1, 1, 1)
+  CHECK(net_forward_cpu(wts, {std::vector<float>(3, 0.5f), std::vector<float>(1, 0.5f)}, 1, 1, 1, 1)
             .size() == 15);
 }

@@ -1,6 +1,7 @@
-// capstone GPU tests of MC-ResNet18's pools: fp32 NCHW and bf16 NHWC against the double CPU
-// reference at awkward sizes (odd H and W, windows at the borders, one row or column, channels
-// not a multiple of a warp), fresh seeded inputs, outputs poisoned with NaN first.
+// capstone GPU tests of MC-ResNet18's layers and networks against the double CPU reference: the
+// pools (fp32 NCHW and bf16 NHWC; odd H and W, windows at the borders, one row or column), day08's
+// fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch), and the
+// networks in every precision and trunks mode. Fresh seeded inputs, outputs poisoned first.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -11,8 +12,11 @@
 #include "common/compare.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
+#include "common/device_info.hpp"
+#include "common/errors.hpp"
 #include "common/half.hpp"
 #include "common/random.hpp"
+#include "conv.hpp"
 #include "resnet.hpp"
 #include "resnet_net.hpp"
 
@@ -88,14 +92,14 @@ TEST_CASE("resnet: global average pool matches the CPU, fp32 NCHW and bf16 NHWC"
     INFO("fp32 NCHW: " << c32.summary());
     REQUIRE(c32.ok);
     const auto x16 = gpu100::round_trip<bf16>(x);
-    gpu100::DeviceBuffer<bf16> d_x16(in), d_y16(out);
+    gpu100::DeviceBuffer<bf16> d_x16(in);
     d_x16.upload(gpu100::convert_from_float<bf16>(x16));
-    d_y16.poison();
-    global_avgpool_nhwc_bf16(d_x16.data(), d_y16.data(), pc.n, pc.c, pc.h, pc.w, nullptr);
+    d_y.poison();
+    global_avgpool_nhwc_bf16(d_x16.data(), d_y.data(), pc.n, pc.c, pc.h, pc.w, nullptr);
     sync_check();
-    // The mean is rounded once to bf16: 2^-9 relative, plus the fp32 sum's error.
+    // fp32 sums of the bf16 inputs, the mean kept in fp32: as tight as the fp32 pool.
     const auto c16 = gpu100::compare(global_avgpool_cpu(x16, pc.n, pc.c, pc.h, pc.w, true),
-                                     gpu100::convert_to_float(d_y16.download()), 1e-5, 1.0 / 256);
+                                     d_y.download(), 1e-6, 1e-5);
     INFO("bf16 NHWC: " << c16.summary());
     REQUIRE(c16.ok);
   }
@@ -113,38 +117,286 @@ TEST_CASE("resnet: the pools reject bad shapes before any launch", "[gpu]") {
   for (float v : d.download()) CHECK(std::isnan(v));
 }
 
-TEST_CASE("resnet: the fp32 network (sequential trunks) matches the CPU reference", "[gpu]") {
-  GPU100_REQUIRE_GPU();
-  const McWeights wts = random_mc_weights(5);
-  McResNet18 net(wts);
-  uint64_t seed = 500;
-  for (const auto& [n, h, w] : {std::tuple{1, 33, 47}, std::tuple{3, 64, 64},
-                                std::tuple{1, 97, 131}, std::tuple{2, 1, 1}}) {
-    if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) continue;  // sanitizer runs
-    INFO("N " << n << ", " << h << " x " << w);
-    const auto rgb = gpu100::random_vector<float>(size_t(n) * 3 * h * w, ++seed);
-    const auto depth = gpu100::random_vector<float>(size_t(n) * h * w, ++seed);
-    const std::vector<float> ref = mc_resnet18_cpu(wts, rgb, depth, n, h, w);
-    gpu100::DeviceBuffer<float> d_rgb(rgb.size()), d_depth(depth.size()),
-        d_logits(size_t(n) * net.classes());
-    d_rgb.upload(rgb);
-    d_depth.upload(depth);
-    d_logits.poison();
-    net.forward(d_rgb.data(), d_depth.data(), n, h, w, d_logits.data());
-    sync_check();
-    const std::vector<float> got = d_logits.download();
-    // fp32 sums in another order than the reference's double ones, through 18 layers: the logits
-    // agree to about 1e-5 relative; the bound is the one the network is held to against PyTorch.
-    double scale = 0;
-    for (float v : ref) scale = std::max(scale, double(std::fabs(v)));
-    const auto cmp = gpu100::compare(ref, got, 1e-4 * scale, 1e-4);
-    INFO(cmp.summary());
-    REQUIRE(cmp.ok);
-    REQUIRE(cmp.rel_l2 <= 1e-4);
-    // The same bits again.
-    d_logits.poison();
-    net.forward(d_rgb.data(), d_depth.data(), n, h, w, d_logits.data());
-    sync_check();
-    REQUIRE(gpu100::compare_exact(got, d_logits.download()).ok);
+// ---- day08's fused layer form, as the network calls it
+// -------------------------------------------
+
+namespace {
+
+struct ConvCase {
+  int n, c, h, w, k, r, stride, pad;
+  bool residual, relu;
+};
+// A block's conv2 (residual + ReLU), a stride-2 conv1, the 1x1/2 shortcut, the 7x7/2 stem on 3
+// channels, odd sizes throughout (no tile divides them).
+const std::vector<ConvCase> kConvCases = {{2, 16, 9, 11, 32, 3, 1, 1, true, true},
+                                          {1, 16, 13, 7, 64, 3, 2, 1, false, true},
+                                          {3, 32, 10, 9, 64, 1, 2, 0, false, false},
+                                          {1, 3, 23, 17, 64, 7, 2, 3, false, true},
+                                          {2, 64, 5, 5, 128, 3, 1, 1, true, false}};
+
+// NCHW [n, c, h, w] -> NHWC [n, h, w, c_pad] (zero channels past c), as bf16.
+std::vector<bf16> nhwc_bf16(const std::vector<float>& x, int n, int c, int h, int w, int c_pad) {
+  std::vector<bf16> out(size_t(n) * h * w * c_pad, static_cast<bf16>(0.f));
+  for (int i = 0; i < n; ++i)
+    for (int ci = 0; ci < c; ++ci)
+      for (int j = 0; j < h * w; ++j) {
+        out[(size_t(i) * h * w + j) * c_pad + ci] =
+            static_cast<bf16>(x[(size_t(i) * c + ci) * h * w + j]);
+      }
+  return out;
+}
+
+// NHWC [n, h, w, c] bf16 -> NCHW floats.
+std::vector<float> nchw_float(const std::vector<bf16>& y, int n, int c, int h, int w) {
+  std::vector<float> out(y.size());
+  for (int i = 0; i < n; ++i)
+    for (int ci = 0; ci < c; ++ci)
+      for (int j = 0; j < h * w; ++j) {
+        out[(size_t(i) * c + ci) * h * w + j] =
+            static_cast<float>(y[(size_t(i) * h * w + j) * c + ci]);
+      }
+  return out;
+}
+
+// One convolution's operands in both layouts, with values rounded to bf16 when `bf16_in` (so
+// the CPU reference sees what the bf16 kernel reads).
+struct ConvData {
+  FoldedConv cv;
+  std::vector<float> x, res;
+  ConvData(const ConvCase& cc, uint64_t seed, bool bf16_in) {
+    cv.spec = {cc.c, cc.k, cc.r, cc.stride, cc.pad};
+    const double scale = 1.0 / std::sqrt(double(cc.c) * cc.r * cc.r);
+    cv.w = gpu100::random_vector<float>(size_t(cc.k) * cc.c * cc.r * cc.r, seed, -scale, scale);
+    cv.b = gpu100::random_vector<float>(size_t(cc.k), seed + 1, -0.5, 0.5);
+    x = gpu100::random_vector<float>(size_t(cc.n) * cc.c * cc.h * cc.w, seed + 2);
+    const int P = cv.spec.out(cc.h), Q = cv.spec.out(cc.w);
+    if (cc.residual) res = gpu100::random_vector<float>(size_t(cc.n) * cc.k * P * Q, seed + 3);
+    if (bf16_in) {
+      cv.w = gpu100::round_trip<bf16>(cv.w);
+      x = gpu100::round_trip<bf16>(x);
+      res = gpu100::round_trip<bf16>(res);
+    }
   }
+  std::vector<float> reference(const ConvCase& cc) const {
+    return conv_cpu(cv, x, cc.n, cc.h, cc.w, cc.residual ? &res : nullptr, cc.relu, 1);
+  }
+};
+
+day08::ConvShape shape_of(const ConvCase& cc, int c_in) {
+  day08::ConvShape s;
+  s.n = cc.n, s.c = c_in, s.h = cc.h, s.w = cc.w, s.k = cc.k, s.r = s.s = cc.r;
+  s.stride = cc.stride, s.pad = cc.pad;
+  return s;
+}
+
+// fp32 or tf32: both convolutions of a group of `count` (different data) against the CPU.
+void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64_t seed) {
+  std::vector<ConvData> data;
+  std::vector<gpu100::DeviceBuffer<float>> bufs;
+  day08::ConvGroup<float> g;
+  g.count = count, g.relu = cc.relu;
+  for (int i = 0; i < count; ++i) {
+    data.emplace_back(cc, seed + 10 * i, false);
+    const ConvData& d = data.back();
+    for (const auto* v : {&d.x, &d.cv.w, &d.cv.b, &d.res}) {
+      bufs.emplace_back(std::max<size_t>(v->size(), 1));
+      if (!v->empty()) bufs.back().upload(*v);
+    }
+    bufs.emplace_back(d.reference(cc).size());
+    bufs.back().poison();
+    const size_t b = bufs.size() - 5;
+    g.op[i] = {bufs[b].data(), bufs[b + 1].data(), bufs[b + 2].data(),
+               cc.residual ? bufs[b + 3].data() : nullptr, bufs[b + 4].data()};
+  }
+  day08::conv2d_fused(p, shape_of(cc, cc.c), g);
+  sync_check();
+  for (int i = 0; i < count; ++i) {
+    const double abs_tol = p == gpu100::Precision::kFp32 ? 1e-5 : 5e-3;
+    const auto cmp = gpu100::compare(data[i].reference(cc), bufs[5 * i + 4].download(), abs_tol,
+                                     p == gpu100::Precision::kFp32 ? 1e-5 : 2e-3);
+    INFO(gpu100::to_string(p) << " conv " << i << " of " << count << ": " << cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+}
+
+// bf16 NHWC: the same, inputs padded to 8 channels where C is not a multiple of 8.
+void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
+  const int c_pad = (cc.c + 7) / 8 * 8;
+  const int P = (cc.h + 2 * cc.pad - cc.r) / cc.stride + 1,
+            Q = (cc.w + 2 * cc.pad - cc.r) / cc.stride + 1;
+  std::vector<ConvData> data;
+  std::vector<gpu100::DeviceBuffer<bf16>> bufs;
+  std::vector<gpu100::DeviceBuffer<float>> bias;
+  day08::ConvGroup<bf16> g;
+  g.count = count, g.relu = cc.relu;
+  for (int i = 0; i < count; ++i) {
+    data.emplace_back(cc, seed + 10 * i, true);
+    const ConvData& d = data.back();
+    const std::vector<bf16> x = nhwc_bf16(d.x, cc.n, cc.c, cc.h, cc.w, c_pad);
+    // KCRS -> KRSC: the filters are [k][c][r][s], an "image" of k planes of c channels.
+    const std::vector<bf16> w = nhwc_bf16(d.cv.w, cc.k, cc.c, cc.r, cc.r, c_pad);
+    const std::vector<bf16> res =
+        cc.residual ? nhwc_bf16(d.res, cc.n, cc.k, P, Q, cc.k) : std::vector<bf16>(1);
+    for (const auto* v : {&x, &w, &res}) {
+      bufs.emplace_back(v->size());
+      bufs.back().upload(*v);
+    }
+    bufs.emplace_back(size_t(cc.n) * cc.k * P * Q);
+    bufs.back().poison();
+    bias.emplace_back(d.cv.b.size());
+    bias.back().upload(d.cv.b);
+    const size_t b = bufs.size() - 4;
+    g.op[i] = {bufs[b].data(), bufs[b + 1].data(), bias.back().data(),
+               cc.residual ? bufs[b + 2].data() : nullptr, bufs[b + 3].data()};
+  }
+  day08::conv2d_fused_bf16_nhwc(shape_of(cc, c_pad), g);
+  sync_check();
+  for (int i = 0; i < count; ++i) {
+    const std::vector<float> got = nchw_float(bufs[4 * i + 3].download(), cc.n, cc.k, P, Q);
+    // The inputs are the rounded values the reference sees: only fp32 summation and the output's
+    // rounding to bf16 (2^-9 relative) remain.
+    const auto cmp = gpu100::compare(data[i].reference(cc), got, 1e-4, 1.0 / 256);
+    INFO("bf16 conv " << i << " of " << count << ": " << cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("resnet: day08's fused convolution (bias, residual, ReLU; one or two per launch)",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 900;
+  for (const ConvCase& cc : kConvCases) {
+    INFO("N " << cc.n << " C " << cc.c << " " << cc.h << "x" << cc.w << " K " << cc.k << " " << cc.r
+              << "x" << cc.r << "/" << cc.stride << (cc.residual ? " +residual" : "")
+              << (cc.relu ? " relu" : ""));
+    for (int count : {1, 2}) {
+      check_fused_fp32(gpu100::Precision::kFp32, cc, count, seed += 100);
+      check_fused_fp32(gpu100::Precision::kTf32, cc, count, seed += 100);
+      check_fused_bf16(cc, count, seed += 100);
+    }
+  }
+}
+
+TEST_CASE("resnet: the fused convolution rejects bad groups before any launch", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const ConvCase cc{1, 8, 5, 5, 8, 3, 1, 1, false, false};
+  gpu100::DeviceBuffer<float> d(1024);
+  d.poison();
+  day08::ConvGroup<float> g;
+  g.op[0] = {d.data(), d.data(), nullptr, nullptr, d.data()};
+  g.count = 3;
+  CHECK_THROWS_AS(day08::conv2d_fused(gpu100::Precision::kFp32, shape_of(cc, 8), g),
+                  std::invalid_argument);
+  g.count = 1;
+  g.op[0].w = nullptr;
+  CHECK_THROWS_AS(day08::conv2d_fused(gpu100::Precision::kFp32, shape_of(cc, 8), g),
+                  std::invalid_argument);
+  gpu100::DeviceBuffer<bf16> d16(1024);
+  day08::ConvGroup<bf16> g16;
+  g16.op[0] = {d16.data(), d16.data(), nullptr, nullptr, d16.data()};
+  CHECK_THROWS_AS(day08::conv2d_fused_bf16_nhwc(shape_of(cc, 3), g16), std::invalid_argument);
+  sync_check();
+  for (float v : d.download()) REQUIRE(std::isnan(v));
+}
+
+// ---- the networks -------------------------------------------------------------------------------
+
+namespace {
+
+// Runs `net` on random inputs (one per trunk) and returns the logits; poisons them first.
+std::vector<float> run_net(Net& net, const std::vector<std::vector<float>>& inputs, int n, int h,
+                           int w) {
+  std::vector<gpu100::DeviceBuffer<float>> d;
+  std::vector<const float*> ptrs;
+  for (const auto& x : inputs) {
+    d.emplace_back(x.size());
+    d.back().upload(x);
+    ptrs.push_back(d.back().data());
+  }
+  gpu100::DeviceBuffer<float> logits(size_t(n) * net.classes());
+  logits.poison();
+  net.forward(ptrs, n, h, w, logits.data());
+  sync_check();
+  return logits.download();
+}
+
+std::vector<std::vector<float>> random_inputs(Model m, int n, int h, int w, uint64_t seed) {
+  std::vector<std::vector<float>> in;
+  for (int c : trunk_channels(m)) {
+    in.push_back(gpu100::random_vector<float>(size_t(n) * c * h * w, ++seed));
+  }
+  return in;
+}
+
+constexpr gpu100::Precision kPrecisions[] = {gpu100::Precision::kFp32, gpu100::Precision::kTf32,
+                                             gpu100::Precision::kBf16};
+constexpr Trunks kTrunks[] = {Trunks::kSequential, Trunks::kStreams, Trunks::kDual};
+
+}  // namespace
+
+TEST_CASE("resnet: MC-ResNet18, every precision x trunks mode, matches the CPU reference",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const NetWeights wts = random_net_weights(Model::kMcResNet18, 5);
+  uint64_t seed = 500;
+  // N = 1 and 3 at odd and square sizes; 17 x 23 and 1 x 1 also run under the sanitizers.
+  for (const auto& [n, h, w] :
+       {std::tuple{1, 33, 47}, std::tuple{3, 64, 64}, std::tuple{1, 97, 131}, std::tuple{1, 17, 23},
+        std::tuple{2, 1, 1}}) {
+    if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) continue;  // sanitizer runs
+    const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, seed += 10);
+    const std::vector<float> ref = net_forward_cpu(wts, inputs, n, h, w);
+    for (gpu100::Precision p : kPrecisions)
+      for (Trunks t : kTrunks) {
+        INFO("N " << n << ", " << h << " x " << w << ", " << gpu100::to_string(p) << ", "
+                  << to_string(t));
+        Net net(wts, p, t);
+        const std::vector<float> got = run_net(net, inputs, n, h, w);
+        const auto cmp = gpu100::compare(ref, got, 1e30, 0);  // rel L2 is the rule here
+        INFO(cmp.summary());
+        REQUIRE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); }));
+        REQUIRE(cmp.rel_l2 <= logits_tolerance(p));
+        if (p == gpu100::Precision::kFp32) {  // the same bits again
+          REQUIRE(gpu100::compare_exact(got, run_net(net, inputs, n, h, w)).ok);
+        }
+      }
+  }
+}
+
+TEST_CASE("resnet: ResNet-18 (one trunk, 1000 classes) matches the CPU reference", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const NetWeights wts = random_net_weights(Model::kResNet18, 6);
+  const int n = 2, h = 64, w = 48;
+  if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) return;
+  const auto inputs = random_inputs(Model::kResNet18, n, h, w, 700);
+  const std::vector<float> ref = net_forward_cpu(wts, inputs, n, h, w);
+  for (gpu100::Precision p : kPrecisions) {
+    INFO(gpu100::to_string(p));
+    Net net(wts, p, Trunks::kSequential);
+    const auto cmp = gpu100::compare(ref, run_net(net, inputs, n, h, w), 1e30, 0);
+    INFO(cmp.summary());
+    REQUIRE(cmp.rel_l2 <= logits_tolerance(p));
+  }
+  CHECK_THROWS_AS(Net(wts, gpu100::Precision::kFp32, Trunks::kDual), std::invalid_argument);
+}
+
+TEST_CASE("resnet: a batch over the device memory is refused with its bytes, before allocating",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const NetWeights wts = random_net_weights(Model::kMcResNet18, 5);
+  Net net(wts, gpu100::Precision::kFp32, Trunks::kSequential);
+  const size_t before = gpu100::free_device_memory();
+  try {
+    net.plan(30000, 416, 544);
+    FAIL("no refusal");
+  } catch (const gpu100::UsageError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("bytes") != std::string::npos);
+  }
+  CHECK(net.arena_bytes() == 0);
+  CHECK(gpu100::free_device_memory() + (size_t(64) << 20) >= before);
+  CHECK_THROWS_AS(net.plan(0, 416, 544), gpu100::UsageError);
+  CHECK_THROWS_AS(net.plan(1, 0, 544), gpu100::UsageError);
 }

@@ -265,4 +265,42 @@ void* conv_scratch(size_t bytes) {
   return ptr;
 }
 
+namespace {
+template <class T, class Y>
+void check_group(const char* what, const ConvShape& s, const ConvGroup<T, Y>& g) {
+  check_conv_args(s);
+  if (g.count < 1 || g.count > kMaxConvGroup) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} convolutions in one launch (1 or 2)", what, g.count));
+  }
+  for (int i = 0; i < g.count; ++i) {
+    if (g.op[i].x == nullptr || g.op[i].w == nullptr || g.op[i].y == nullptr) {
+      throw std::invalid_argument(fmt::format("{}: a null x, w or y", what));
+    }
+  }
+}
+}  // namespace
+
+void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGroup<float>& g,
+                  cudaStream_t stream) {
+  check_group("conv2d_fused", s, g);
+  if (precision == gpu100::Precision::kFp32) {
+    detail::conv2d_v4_group(s, g, stream);
+  } else if (precision == gpu100::Precision::kTf32) {
+    detail::conv2d_v5_group(s, g, stream);
+  } else {
+    throw std::invalid_argument("conv2d_fused: bf16 takes NHWC operands (conv2d_fused_bf16_nhwc)");
+  }
+}
+
+void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,
+                            cudaStream_t stream) {
+  check_group("conv2d_fused_bf16_nhwc", s, g);
+  if (s.k % 2 != 0) {
+    throw std::invalid_argument(fmt::format(
+        "conv2d_fused_bf16_nhwc: K = {} must be even (two channels per bf16x2 store)", s.k));
+  }
+  detail::conv2d_v6_group(s, g, stream);
+}
+
 }  // namespace day08

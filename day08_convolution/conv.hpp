@@ -5,10 +5,13 @@
 // Layouts: NCHW input [n, c, h, w], KCRS filters [k, c, r, s], optional bias [k], output NKPQ
 // [n, k, p, q]; all fp32, contiguous, on the device. Zero padding; cross-correlation (the filter
 // is not flipped), as in cuDNN's CUDNN_CROSS_CORRELATION and PyTorch's Conv2d.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <string>
 #include <vector>
+
+#include "common/precision.hpp"
 
 namespace day08 {
 
@@ -34,5 +37,37 @@ void check_conv_args(const ConvShape& s);
 void conv2d_forward(const std::string& variant, const ConvShape& s, const float* x, const float* w,
                     const float* bias, float* y, cudaStream_t stream = nullptr);
 std::vector<std::string> conv2d_variant_names();
+
+// ---- The fused layer form (what a network needs) ------------------------------------------------
+// y = relu?(conv(x, w) + bias + residual), the bias per output channel (BN folded into it), the
+// residual (a tensor shaped like y, or nullptr) added before the optional ReLU: a ResNet block's
+// whole epilogue in the convolution's own store, so the output is written once and never re-read.
+// Up to two convolutions of the same shape (their own x, w, bias, residual and y) run in one
+// launch, one per blockIdx.z: the dual-stream idea, for two network trunks whose layers match.
+template <class T, class Y = T>
+struct ConvOperands {
+  const T* x = nullptr;
+  const T* w = nullptr;
+  const float* bias = nullptr;  // [k], or nullptr
+  const Y* residual = nullptr;  // like y, or nullptr
+  Y* y = nullptr;
+};
+constexpr int kMaxConvGroup = 2;
+template <class T, class Y = T>
+struct ConvGroup {
+  ConvOperands<T, Y> op[kMaxConvGroup];
+  int count = 1;  // 1 or 2 convolutions in this launch
+  bool relu = false;
+};
+// fp32 NCHW in and out: kFp32 runs v4_implicit_gemm's kernel (FMA only), kTf32 v5's (TF32 tensor
+// cores). Throws std::invalid_argument for a bad shape, count outside 1..2, a null x, w or y, or
+// kBf16 (use conv2d_fused_bf16_nhwc).
+void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGroup<float>& g,
+                  cudaStream_t stream = nullptr);
+// bf16 NHWC in (x [n][h][w][c], w KRSC [k][r][s][c]), bf16 NHWC out (y and residual [n][p][q][k]),
+// fp32 bias and accumulation: v6_implicit_gemm_bf16_nhwc's kernel with this epilogue. Needs
+// C % 8 == 0, K % 2 == 0 and 16-byte aligned x and w (std::invalid_argument otherwise).
+void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,
+                            cudaStream_t stream = nullptr);
 
 }  // namespace day08

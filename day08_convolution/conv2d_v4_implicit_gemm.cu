@@ -33,11 +33,15 @@ using Gather = igemm::AGather<kBM / 32, kBK / (kThreads / 32)>;
 
 // kVecOut: P*Q % 4 == 0, so the 4 consecutive pixels a thread owns in a row of its register
 // tile are 4 consecutive words of one output plane: one float4 store.
+// blockIdx.z picks the convolution of the group (conv.hpp's fused form; the day's variant is a
+// group of one with a bias and nothing else).
 template <bool kVecOut>
 __global__ void __launch_bounds__(kThreads)
-    conv2d_implicit_gemm_kernel(igemm::Params g, const float* __restrict__ x,
-                                const float* __restrict__ w, const float* __restrict__ bias,
-                                float* __restrict__ y) {
+    conv2d_implicit_gemm_kernel(igemm::Params g, const ConvGroup<float> grp) {
+  const ConvOperands<float> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
+  const float* __restrict__ x = op.x;
+  const float* __restrict__ w = op.w;
+  float* __restrict__ y = op.y;
   __shared__ __align__(16) float as[kStages][kBK * kPitchA];
   __shared__ __align__(16) float bs[kStages][kBK * kBN];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -79,7 +83,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Epilogue: lane (lm, ln) of the 8 x 4 lane grid owns pixels wm0 + 32i + 4lm + {0..3} and
-  // filters wn0 + 16j + 4ln + {0..3} (WarpTile's layout). y[n][k][p][q] = acc + bias[k].
+  // filters wn0 + 16j + 4ln + {0..3} (WarpTile's layout).
+  // y[n][k][p][q] = relu?(acc + bias[k] + residual[n][k][p][q]).
+  const float* __restrict__ res = op.residual;
+  auto finish = [&](float v, size_t i, float b) {
+    v += b + (res != nullptr ? res[i] : 0.f);
+    return grp.relu ? fmaxf(v, 0.f) : v;
+  };
   const int lm = lane / 4, ln = lane % 4;
 #pragma unroll
   for (int i = 0; i < Warp::kWmIter; ++i) {
@@ -97,17 +107,21 @@ __global__ void __launch_bounds__(kThreads)
       for (int cc = 0; cc < 4; ++cc) {
         const int k = k0 + wn0 + 16 * j + 4 * ln + cc;
         if (k >= g.s.k) continue;
-        const float b = bias != nullptr ? bias[k] : 0.f;
+        const float b = op.bias != nullptr ? op.bias[k] : 0.f;
         const float* v0 = &tile.acc[4 * i][4 * j + cc];
         if constexpr (kVecOut) {
           if (yoff[0] >= 0) {  // M % 4 == 0 here, so all four pixels exist
-            *reinterpret_cast<float4*>(y + yoff[0] + size_t(k) * g.PQ) = make_float4(
-                v0[0] + b, v0[Warp::TN] + b, v0[2 * Warp::TN] + b, v0[3 * Warp::TN] + b);
+            const size_t o = yoff[0] + size_t(k) * g.PQ;
+            *reinterpret_cast<float4*>(y + o) =
+                make_float4(finish(v0[0], o, b), finish(v0[Warp::TN], o + 1, b),
+                            finish(v0[2 * Warp::TN], o + 2, b), finish(v0[3 * Warp::TN], o + 3, b));
           }
         } else {
 #pragma unroll
-          for (int rr = 0; rr < 4; ++rr)
-            if (yoff[rr] >= 0) y[yoff[rr] + size_t(k) * g.PQ] = v0[rr * Warp::TN] + b;
+          for (int rr = 0; rr < 4; ++rr) {
+            const size_t o = yoff[rr] + size_t(k) * g.PQ;
+            if (yoff[rr] >= 0) y[o] = finish(v0[rr * Warp::TN], o, b);
+          }
         }
       }
   }
@@ -115,18 +129,30 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+namespace detail {
+// The group form behind both entry points (conv2d_fused checks the group first).
+void conv2d_v4_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
+  const igemm::Params g = igemm::make_params(s, kBK);
+  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN), grp.count);
+  bool aligned = true;  // the float4 stores
+  for (int i = 0; i < grp.count; ++i) {
+    aligned = aligned && reinterpret_cast<uintptr_t>(grp.op[i].y) % 16 == 0;
+  }
+  if (g.PQ % 4 == 0 && aligned) {
+    conv2d_implicit_gemm_kernel<true><<<grid, kThreads, 0, stream>>>(g, grp);
+  } else {
+    conv2d_implicit_gemm_kernel<false><<<grid, kThreads, 0, stream>>>(g, grp);
+  }
+  CUDA_CHECK_LAST();
+}
+}  // namespace detail
+
 void conv2d_v4_implicit_gemm(const ConvShape& s, const float* x, const float* w, const float* bias,
                              float* y, cudaStream_t stream) {
   check_conv_args(s);
-  const igemm::Params g = igemm::make_params(s, kBK);
-  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN));
-  const bool vec_out = g.PQ % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  if (vec_out) {
-    conv2d_implicit_gemm_kernel<true><<<grid, kThreads, 0, stream>>>(g, x, w, bias, y);
-  } else {
-    conv2d_implicit_gemm_kernel<false><<<grid, kThreads, 0, stream>>>(g, x, w, bias, y);
-  }
-  CUDA_CHECK_LAST();
+  ConvGroup<float> grp;
+  grp.op[0] = {x, w, bias, nullptr, y};
+  detail::conv2d_v4_group(s, grp, stream);
 }
 
 }  // namespace day08

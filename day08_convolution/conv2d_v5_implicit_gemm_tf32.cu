@@ -40,11 +40,13 @@ static_assert((kBM / kWM) * (kBN / kWN) * 32 == kThreads, "one warp per warp til
 // A: warp w gathers GEMM_K rows 4w .. 4w+3 for 8 chunks of 32 pixels (32 copies per thread).
 using Gather = igemm::AGather<kBM / 32, kBK / (kThreads / 32)>;
 
+// blockIdx.z picks the convolution of the group (conv.hpp's fused form).
 template <bool kVecB>
 __global__ void __launch_bounds__(kThreads)
-    conv2d_implicit_gemm_tf32_kernel(igemm::Params g, const float* __restrict__ x,
-                                     const float* __restrict__ w, const float* __restrict__ bias,
-                                     float* __restrict__ y) {
+    conv2d_implicit_gemm_tf32_kernel(igemm::Params g, const ConvGroup<float> grp) {
+  const ConvOperands<float> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
+  const float* __restrict__ x = op.x;
+  const float* __restrict__ w = op.w;
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int m0 = blockIdx.x * kBM, k0 = blockIdx.y * kBN;
@@ -130,6 +132,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Epilogue: acc[i][j][2h + e] is pixel wm0 + 16i + g + 8h, filter wn0 + 8j + 2t + e. For a
   // fixed register the 8 lanes of one t write 8 consecutive pixels (32 bytes) of one plane.
+  // y = relu?(acc + bias[k] + residual), the residual read at y's own index.
 #pragma unroll
   for (int i = 0; i < kMi; ++i)
 #pragma unroll
@@ -137,22 +140,25 @@ __global__ void __launch_bounds__(kThreads)
       const int m = m0 + wm0 + 16 * i + gq + 8 * h;
       if (m >= g.M) continue;
       const int n = m / g.PQ;
-      float* yp = y + size_t(n) * g.s.k * g.PQ + (m - n * g.PQ);
+      const size_t pix = size_t(n) * g.s.k * g.PQ + (m - n * g.PQ);
+      float* yp = op.y + pix;
+      const float* res = op.residual != nullptr ? op.residual + pix : nullptr;
 #pragma unroll
       for (int j = 0; j < kNi; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int k = k0 + wn0 + 8 * j + 2 * tq + e;
           if (k < g.s.k) {
-            yp[size_t(k) * g.PQ] = acc[i][j][2 * h + e] + (bias != nullptr ? bias[k] : 0.f);
+            float v = acc[i][j][2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+            if (res != nullptr) v += res[size_t(k) * g.PQ];
+            yp[size_t(k) * g.PQ] = grp.relu ? fmaxf(v, 0.f) : v;
           }
         }
     }
 }
 
 template <bool kVecB>
-void launch(const igemm::Params& g, const float* x, const float* w, const float* bias, float* y,
-            cudaStream_t stream) {
+void launch(const igemm::Params& g, const ConvGroup<float>& grp, cudaStream_t stream) {
   static bool configured = false;  // the opt-in to > 48 KB of shared memory, once per kernel
   if (!configured) {
     CUDA_CHECK(cudaFuncSetAttribute(conv2d_implicit_gemm_tf32_kernel<kVecB>,
@@ -160,23 +166,35 @@ void launch(const igemm::Params& g, const float* x, const float* w, const float*
                                     static_cast<int>(kSmemBytes)));
     configured = true;
   }
-  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(g.s.k, kBN));
-  conv2d_implicit_gemm_tf32_kernel<kVecB><<<grid, kThreads, kSmemBytes, stream>>>(g, x, w, bias, y);
+  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(g.s.k, kBN), grp.count);
+  conv2d_implicit_gemm_tf32_kernel<kVecB><<<grid, kThreads, kSmemBytes, stream>>>(g, grp);
   CUDA_CHECK_LAST();
 }
 
 }  // namespace
 
+namespace detail {
+void conv2d_v5_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
+  gpu100::require_build(gpu100::ArchNeed::kSm80, "v5_implicit_gemm_tf32");
+  const igemm::Params g = igemm::make_params(s, kBK);
+  bool vec_b = g.CRS % 4 == 0;  // 16-byte weight copies: every filter row starts on 16 bytes
+  for (int i = 0; i < grp.count; ++i) {
+    vec_b = vec_b && reinterpret_cast<uintptr_t>(grp.op[i].w) % 16 == 0;
+  }
+  if (vec_b) {
+    launch<true>(g, grp, stream);
+  } else {
+    launch<false>(g, grp, stream);
+  }
+}
+}  // namespace detail
+
 void conv2d_v5_implicit_gemm_tf32(const ConvShape& s, const float* x, const float* w,
                                   const float* bias, float* y, cudaStream_t stream) {
   check_conv_args(s);
-  gpu100::require_build(gpu100::ArchNeed::kSm80, "v5_implicit_gemm_tf32");
-  const igemm::Params g = igemm::make_params(s, kBK);
-  if (g.CRS % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
-    launch<true>(g, x, w, bias, y, stream);
-  } else {
-    launch<false>(g, x, w, bias, y, stream);
-  }
+  ConvGroup<float> grp;
+  grp.op[0] = {x, w, bias, nullptr, y};
+  detail::conv2d_v5_group(s, grp, stream);
 }
 
 }  // namespace day08

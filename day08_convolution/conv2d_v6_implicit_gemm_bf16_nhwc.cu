@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
@@ -95,9 +96,14 @@ struct RscPos {
   }
 };
 
+// Y = float: the day's variant, fp32 NKPQ out. Y = bf16: conv.hpp's fused layer form, bf16 NPQK
+// out with the residual and the ReLU. blockIdx.z picks the convolution of the group.
+template <class Y>
 __global__ void __launch_bounds__(kThreads)
-    conv2d_bf16_nhwc_kernel(Params g, const bf16* __restrict__ x, const bf16* __restrict__ w,
-                            const float* __restrict__ bias, float* __restrict__ y) {
+    conv2d_bf16_nhwc_kernel(Params g, const ConvGroup<bf16, Y> grp) {
+  const ConvOperands<bf16, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
+  const bf16* __restrict__ x = op.x;
+  const bf16* __restrict__ w = op.w;
   __shared__ __align__(16) bf16 as[kStages][kAStage];  // [pixel][kk], pitch kPitch
   __shared__ __align__(16) bf16 bs[kStages][kBStage];  // [filter][kk], pitch kPitch
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -206,9 +212,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   cp_async_wait<0>();  // only empty groups remain; no copy may be in flight when the block exits
 
-  // Epilogue (fp32 NKPQ): acc[i][j][2h + e] is pixel wm0 + 16i + gq + 8h, filter
-  // wn0 + 8j + 2tq + e. For one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
-  // of one output plane: whole sectors.
+  // Epilogue: acc[i][j][2h + e] is pixel wm0 + 16i + gq + 8h, filter wn0 + 8j + 2tq + e.
   const int gq = lane / 4, tq = lane % 4;
 #pragma unroll
   for (int i = 0; i < kMi; ++i)
@@ -216,37 +220,72 @@ __global__ void __launch_bounds__(kThreads)
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + wm0 + 16 * i + gq + 8 * h;
       if (m >= g.M) continue;
-      const int n = m / g.PQ;
-      float* yp = y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
+      if constexpr (std::is_same_v<Y, float>) {
+        // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
+        // of one output plane: whole sectors.
+        const int n = m / g.PQ;
+        float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
 #pragma unroll
-      for (int j = 0; j < kNi; ++j)
+        for (int j = 0; j < kNi; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = k0 + wn0 + 8 * j + 2 * tq + e;
-          if (k < g.k) {
-            yp[size_t(k) * g.PQ] = acc[i][j][2 * h + e] + (bias != nullptr ? bias[k] : 0.f);
+          for (int e = 0; e < 2; ++e) {
+            const int k = k0 + wn0 + 8 * j + 2 * tq + e;
+            if (k < g.k) {
+              yp[size_t(k) * g.PQ] = acc[i][j][2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+            }
           }
+      } else {
+        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel, one
+        // 4-byte bf16x2 store (and residual load); a quad's 4 lanes cover 16 contiguous bytes.
+#pragma unroll
+        for (int j = 0; j < kNi; ++j) {
+          const int k = k0 + wn0 + 8 * j + 2 * tq;
+          if (k >= g.k) continue;  // K is even: k + 1 < K too
+          const size_t o = size_t(m) * g.k + k;
+          float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+          if (op.bias != nullptr) v0 += op.bias[k], v1 += op.bias[k + 1];
+          if (op.residual != nullptr) {
+            const float2 r =
+                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(op.residual + o));
+            v0 += r.x, v1 += r.y;
+          }
+          if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+          *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
         }
+      }
     }
 }
 
 }  // namespace
 
-void conv2d_v6_implicit_gemm_bf16_nhwc(const ConvShape& s, const bf16* x, const bf16* w,
-                                       const float* bias, float* y, cudaStream_t stream) {
-  check_conv_args(s);
-  if (const std::string why = v6_refusal(s, bias != nullptr); !why.empty()) {
+namespace detail {
+template <class Y>
+void conv2d_v6_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
+  if (const std::string why = v6_refusal(s, false); !why.empty()) {
     throw std::invalid_argument("v6_implicit_gemm_bf16_nhwc: " + why);
   }
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
-    throw std::invalid_argument(
-        "v6_implicit_gemm_bf16_nhwc: x and w must be 16-byte aligned (16-byte cp.async)");
+  for (int i = 0; i < grp.count; ++i) {
+    if (reinterpret_cast<uintptr_t>(grp.op[i].x) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(grp.op[i].w) % 16 != 0) {
+      throw std::invalid_argument(
+          "v6_implicit_gemm_bf16_nhwc: x and w must be 16-byte aligned (16-byte cp.async)");
+    }
   }
   gpu100::require_build(gpu100::ArchNeed::kSm80, "v6_implicit_gemm_bf16_nhwc");
   const Params g = make_params(s);
-  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN));
-  conv2d_bf16_nhwc_kernel<<<grid, kThreads, 0, stream>>>(g, x, w, bias, y);
+  const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN), grp.count);
+  conv2d_bf16_nhwc_kernel<Y><<<grid, kThreads, 0, stream>>>(g, grp);
   CUDA_CHECK_LAST();
+}
+template void conv2d_v6_group(const ConvShape&, const ConvGroup<bf16, bf16>&, cudaStream_t);
+}  // namespace detail
+
+void conv2d_v6_implicit_gemm_bf16_nhwc(const ConvShape& s, const bf16* x, const bf16* w,
+                                       const float* bias, float* y, cudaStream_t stream) {
+  check_conv_args(s);
+  ConvGroup<bf16, float> grp;
+  grp.op[0] = {x, w, bias, nullptr, y};
+  detail::conv2d_v6_group(s, grp, stream);
 }
 
 }  // namespace day08

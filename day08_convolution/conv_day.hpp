@@ -125,6 +125,16 @@ std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 // cudnn_tf32, kBf16: cudnn_bf16_nhwc); "" before the first call.
 std::string cudnn_choice(const ConvShape& s, ConvPrecision p);
 
+namespace detail {
+// The group launchers behind the variants and conv.hpp's fused form (conv2d_fused checks the
+// arguments; v6's checks its own refusals and alignment).
+void conv2d_v4_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+void conv2d_v5_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+template <class Y>
+void conv2d_v6_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
+                     cudaStream_t stream);
+}  // namespace detail
+
 struct Conv2dVariant {
   const char* name;
   const char* description;

@@ -22,14 +22,17 @@ mkdir -p "$out"
 # The commit the results come from, recorded in every JSON file.
 export GPU100_GIT=${GPU100_GIT:-$(git describe --always --dirty 2>/dev/null || echo unknown)}
 
-# Each day lists its runs in <day folder>/bench.list, one per line: <json name> [arguments...]
-# (the binary is <day folder>/<day folder>; blank lines and # comments are ignored).
+# Each day lists its runs in <day folder>/bench.list, one per line: <json name> [@binary]
+# [arguments...] (the binary is <day folder>/<day folder>, or <day folder>/<binary> when the line
+# names one; blank lines and # comments are ignored).
 runs=()
 for list in */bench.list; do
   day=$(dirname "$list")
   while read -r name args; do
     case "$name" in "" | "#"*) continue ;; esac
-    runs+=("$name $day/$day $args")
+    bin=$day
+    case "$args" in "@"*) read -r bin args <<<"$args"; bin=${bin#@} ;; esac
+    runs+=("$name $day/$bin $args")
   done <"$list"
 done
 # Only some days: BENCH_ONLY="day01 day04" scripts/bench_all.sh

@@ -102,7 +102,14 @@ def sweep_chart(plt, data, out):
     if not rows:
         return False
     use_gbps = all(c.get("gbps") is not None for c in rows)
+    # The networks' sweeps: images/s against the batch size.
+    use_images = all("images/s" in (c.get("metrics") or {}) for c in rows)
+    for c in rows:
+        if use_images:
+            c["images/s"] = c["metrics"]["images/s"]
     key, ylabel = ("gbps", "GB/s") if use_gbps else ("ms", "median ms")
+    if use_images:
+        key, ylabel = "images/s", "images/s"
     shapes = []
     for c in rows:
         if c["shape"] not in shapes:
@@ -121,12 +128,12 @@ def sweep_chart(plt, data, out):
                 ys.append(c[key])
         ax.plot(xs, ys, marker="o", markersize=3, label=name)
     ax.set_xticks(range(len(shapes)))
-    ax.set_xticklabels([re.sub(r"^n=", "", s) for s in shapes], rotation=45, ha="right",
-                       fontsize=7)
+    ax.set_xticklabels([re.sub(r"^n=", "", s.split()[0] if use_images else s) for s in shapes],
+                       rotation=45, ha="right", fontsize=7)
     if key == "gbps" and data.get("ceiling_gbps"):
         ax.axhline(data["ceiling_gbps"], color="gray", linestyle="--", linewidth=1,
                    label="copy ceiling")
-    if key == "ms":
+    if key in ("ms", "images/s"):
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(f"{data['day']} sweep on {data['gpu']} (commit {data['git']})", fontsize=10)

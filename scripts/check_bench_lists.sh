@@ -11,8 +11,10 @@ for list in */bench.list; do
   [ -x "$build/$day/$day" ] || continue  # a day this build left out (GPU100_DAYS)
   while read -r name args; do
     case "$name" in "" | "#"*) continue ;; esac
+    bin=$day  # "<name> @binary args": another binary of the same folder
+    case "$args" in "@"*) read -r bin args <<<"$args"; bin=${bin#@} ;; esac
     # shellcheck disable=SC2086
-    if ! err=$("$build/$day/$day" $args --list 2>&1 >/dev/null); then
+    if ! err=$("$build/$day/$bin" $args --list 2>&1 >/dev/null); then
       echo "check_bench_lists: $list: $name: $err"
       status=1
     elif [ -n "$err" ]; then

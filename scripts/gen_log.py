@@ -7,7 +7,8 @@ Every table in a Markdown file sits between two markers naming its JSON file:
     ... generated table ...
     <!-- /results -->
 
-A marker ending in " sweep" (<!-- results: PATH sweep -->) gives one row per size instead.
+A marker ending in " sweep" (<!-- results: PATH sweep -->) gives one row per size instead, and one
+ending in " throughput" one row per variant with its images/s at each batch size (the networks).
 
   scripts/gen_log.py           rewrite the tables in place
   scripts/gen_log.py --check   exit 1 if any table differs from its JSON (CI runs this as a test)
@@ -23,7 +24,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
-BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 COLUMNS = [
     ("variant", "variant", "{}"),
@@ -81,6 +82,46 @@ def render_sweep(json_path):
     return "\n".join(lines) + "\n"
 
 
+def render_throughput(json_path):
+    """One row per variant: images/s at each batch size, then the worst err/tol and the checks."""
+    data = json.loads((ROOT / json_path).read_text())
+    variants, batches, table = [], [], {}
+    cpu = None
+    for case in data["cases"]:
+        if case["variant"] == "cpu_reference":
+            cpu = case
+            continue
+        n = case["shape"].split()[0]
+        if case["variant"] not in variants:
+            variants.append(case["variant"])
+        if n not in batches:
+            batches.append(n)
+        table[(case["variant"], n)] = case
+    lines = [header(data, json_path), "", "images/s at each batch size (`-`: refused, see the notes)", "",
+             "| variant | precision | " + " | ".join(batches) + " | worst err/tol | checks |",
+             "|---|---|" + "---:|" * len(batches) + "---:|---|"]
+    for v in variants:
+        cases = [table[(v, n)] for n in batches if (v, n) in table]
+        cells = []
+        for n in batches:
+            c = table.get((v, n), {})
+            ips = (c.get("metrics") or {}).get("images/s")
+            cells.append("-" if ips is None else f"{ips:,.0f}")
+        errs = [c["err_over_tol"] for c in cases if c.get("err_over_tol") is not None]
+        checked = [c for c in cases if c.get("ok") is not None]
+        passed = sum(1 for c in checked if c["ok"])
+        lines.append(f"| {v} | {cases[0]['precision']} | " + " | ".join(cells) +
+                     f" | {max(errs):.2f} | {passed}/{len(checked)} PASS |" if errs else
+                     f"| {v} | {cases[0]['precision']} | " + " | ".join(cells) + " | - | - |")
+    if cpu is not None:
+        lines += ["", f"CPU reference (one image, {cpu['shape']}): {cpu['ms']:.0f} ms."]
+    notes = sorted({f"- `{c['variant']}` at {c['shape'].split()[0]}: {c['note']}" for c in data["cases"]
+                    if c.get("note")})
+    if notes:
+        lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
 def render(json_path):
     data = json.loads((ROOT / json_path).read_text())
     # Columns that are empty for every case are left out.
@@ -101,7 +142,13 @@ def render(json_path):
 
 def regenerate(text):
     def one(m):
-        body = render_sweep(m.group("path")) if m.group("mode") else render(m.group("path"))
+        mode = (m.group("mode") or "").strip()
+        if mode == "sweep":
+            body = render_sweep(m.group("path"))
+        elif mode == "throughput":
+            body = render_throughput(m.group("path"))
+        else:
+            body = render(m.group("path"))
         return m.group(1) + body + m.group(5)
 
     return BLOCK.sub(one, text)

@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #ifndef GPU100_GIT_DESCRIBE
@@ -97,20 +99,50 @@ std::string ResultTable::format(const std::string& verdict_extra) const {
     const char* title;
     bool left;
   };
-  const std::vector<Col> cols = {{"variant", true},      {"precision", true}, {"shape", true},
-                                 {"median ms", false},   {"GB/s", false},     {"TFLOP/s", false},
-                                 {"% ceiling", false},   {"x CPU", false},    {"x library", false},
-                                 {"max abs err", false}, {"err/tol", false},  {"check", true}};
+  std::vector<Col> cols = {{"variant", true},    {"precision", true}, {"shape", true},
+                           {"median ms", false}, {"GB/s", false},     {"TFLOP/s", false}};
+  // The metrics any row has, in first-seen order, as columns after TFLOP/s.
+  std::vector<std::string> metric_names;
+  for (const auto& r : rows_)
+    for (const auto& [name, value] : r.metrics) {
+      if (std::find(metric_names.begin(), metric_names.end(), name) == metric_names.end()) {
+        metric_names.push_back(name);
+      }
+    }
+  for (const auto& name : metric_names) cols.push_back({name.c_str(), false});
+  for (const Col& c : std::vector<Col>{{"% ceiling", false},
+                                       {"x CPU", false},
+                                       {"x library", false},
+                                       {"max abs err", false},
+                                       {"err/tol", false},
+                                       {"check", true}}) {
+    cols.push_back(c);
+  }
   std::vector<std::vector<std::string>> cells;
   for (const auto& r : rows_) {
     std::string lib = r.ratio_vs_library
                           ? opt_num(r.ratio_vs_library, "{:.2f}") + " " + r.library.value_or("")
                           : "-";
-    cells.push_back({r.variant, r.precision, r.shape, opt_num(r.ms, "{:.4f}"),
-                     opt_num(r.gbps, "{:.1f}"), opt_num(r.tflops, "{:.2f}"),
-                     opt_num(r.pct_of_ceiling, "{:.1f}%"), opt_num(r.speedup_vs_cpu, "{:.1f}"), lib,
-                     opt_num(r.max_abs_err, "{:.1e}"), opt_num(r.err_over_tol, "{:.2f}"),
-                     !r.verified ? "-" : (r.ok ? "PASS" : "FAIL")});
+    std::vector<std::string> row = {r.variant,
+                                    r.precision,
+                                    r.shape,
+                                    opt_num(r.ms, "{:.4f}"),
+                                    opt_num(r.gbps, "{:.1f}"),
+                                    opt_num(r.tflops, "{:.2f}")};
+    for (const auto& name : metric_names) {
+      std::optional<double> v;
+      for (const auto& [n, value] : r.metrics) {
+        if (n == name) v = value;
+      }
+      row.push_back(opt_num(v, "{:.1f}"));
+    }
+    for (std::string cell :
+         {opt_num(r.pct_of_ceiling, "{:.1f}%"), opt_num(r.speedup_vs_cpu, "{:.1f}"), lib,
+          opt_num(r.max_abs_err, "{:.1e}"), opt_num(r.err_over_tol, "{:.2f}"),
+          std::string(!r.verified ? "-" : (r.ok ? "PASS" : "FAIL"))}) {
+      row.push_back(cell);
+    }
+    cells.push_back(row);
   }
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
@@ -213,6 +245,14 @@ std::string ResultTable::to_json(const RunInfo& info) const {
         json_num(r.ratio_vs_library), json_num(r.max_abs_err), json_num(r.err_over_tol),
         !r.verified ? "null" : (r.ok ? "true" : "false"),
         r.note.empty() ? "null" : json_str(r.note));
+    if (!r.metrics.empty()) {
+      out += ", \"metrics\": {";
+      for (size_t m = 0; m < r.metrics.size(); ++m) {
+        out += fmt::format("{}{}: {}", m ? ", " : "", json_str(r.metrics[m].first),
+                           json_num(r.metrics[m].second));
+      }
+      out += "}";
+    }
     out += "}";
   }
   out += rows_.empty() ? "]\n}\n" : "\n  ]\n}\n";

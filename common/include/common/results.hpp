@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/compare.hpp"
@@ -44,6 +45,9 @@ struct ResultRow {
   bool verified = true;  // false for rows that check nothing (the CPU reference, transfers):
                          // "-" in the table, null in the JSON
   std::string note;      // printed after the table, e.g. "skipped: cuDNN not found"
+  // A day's own quantities beyond the standard columns ("images/s", "arena MB"): printed as extra
+  // columns after TFLOP/s (a row without one shows "-") and written as "metrics" in the JSON.
+  std::vector<std::pair<std::string, double>> metrics;
 };
 
 inline ResultRow make_row(std::string variant, std::string precision, std::string shape) {

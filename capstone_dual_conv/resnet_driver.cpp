@@ -1,0 +1,190 @@
+// capstone_mc_resnet18's rows (resnet_driver.hpp).
+#include "resnet_driver.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+
+#include "common/cuda_check.hpp"
+#include "common/device_info.hpp"
+#include "common/errors.hpp"
+#include "common/random.hpp"
+#include "dual_conv.hpp"
+#include "resnet_cudnn.hpp"
+#include "resnet_weights.hpp"
+
+namespace capstone::resnet {
+
+namespace {
+using gpu100::Precision;
+using gpu100::ResultRow;
+constexpr double kRowBudgetMs = 3000;  // timed repeats per row: about this long, at least 3
+}  // namespace
+
+const std::vector<NetRow>& net_rows() {
+  static const std::vector<NetRow> rows = {
+      {"own_fp32_sequential", "fp32 (FMA), day08 v4 fused, trunks one after the other",
+       Precision::kFp32, Trunks::kSequential, false},
+      {"own_fp32_streams", "fp32, each trunk on its own CUDA stream", Precision::kFp32,
+       Trunks::kStreams, false},
+      {"own_fp32_dual", "fp32, one launch for both trunks per layer", Precision::kFp32,
+       Trunks::kDual, false},
+      {"own_tf32_sequential", "TF32 tensor cores, day08 v5 fused, trunks one after the other",
+       Precision::kTf32, Trunks::kSequential, false},
+      {"own_tf32_streams", "TF32, each trunk on its own CUDA stream", Precision::kTf32,
+       Trunks::kStreams, false},
+      {"own_tf32_dual", "TF32, one launch for both trunks per layer", Precision::kTf32,
+       Trunks::kDual, false},
+      {"own_bf16_sequential", "bf16 NHWC tensor cores, day08 v6 fused, trunks one after the other",
+       Precision::kBf16, Trunks::kSequential, false},
+      {"own_bf16_streams", "bf16 NHWC, each trunk on its own CUDA stream", Precision::kBf16,
+       Trunks::kStreams, false},
+      {"own_bf16_dual", "bf16 NHWC, one launch for both trunks per layer (stems included)",
+       Precision::kBf16, Trunks::kDual, false},
+      {"cudnn_fp32", "cuDNN conv+bias+residual+ReLU (FMA math), cuBLAS FC", Precision::kFp32,
+       Trunks::kSequential, true},
+      {"cudnn_tf32", "cuDNN with tensor-op math on fp32 data (TF32)", Precision::kTf32,
+       Trunks::kSequential, true},
+      {"cudnn_bf16", "cuDNN bf16 NHWC", Precision::kBf16, Trunks::kSequential, true},
+  };
+  return rows;
+}
+
+Images::Images(const NetOptions& opt, const NetWeights& wts)
+    : model_(opt.model), wts_(wts), seed_(opt.common.seed), h_(opt.h), w_(opt.w) {
+  if (!opt.input.empty()) file_ = load_net_inputs(opt.input, model_, &file_n_, &h_, &w_);
+}
+
+std::vector<float> Images::image(int trunk, int i) const {
+  const int c = trunk_channels(model_)[trunk];
+  const size_t count = size_t(c) * h_ * w_;
+  if (!file_.empty()) {
+    const auto first = file_[trunk].begin() + std::ptrdiff_t(count * i);
+    return std::vector<float>(first, first + std::ptrdiff_t(count));
+  }
+  return gpu100::random_vector<float>(count, seed_ + 1000003 * uint64_t(i) + 7 * uint64_t(trunk));
+}
+
+std::vector<gpu100::DeviceBuffer<float>> Images::upload(int n) const {
+  std::vector<gpu100::DeviceBuffer<float>> out;
+  for (int t = 0; t < int(trunk_channels(model_).size()); ++t) {
+    const size_t count = size_t(trunk_channels(model_)[t]) * h_ * w_;
+    out.emplace_back(count * n);
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> img = image(t, i);
+      CUDA_CHECK(cudaMemcpy(out.back().data() + count * i, img.data(), count * sizeof(float),
+                            cudaMemcpyHostToDevice));
+    }
+  }
+  return out;
+}
+
+const std::vector<float>& Images::reference(int i) {
+  auto it = refs_.find(i);
+  if (it != refs_.end()) return it->second;
+  std::vector<std::vector<float>> in;
+  for (int t = 0; t < int(trunk_channels(model_).size()); ++t) in.push_back(image(t, i));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> logits = net_forward_cpu(wts_, in, 1, h_, w_);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (refs_.empty()) cpu_ms_ = ms;  // the first image's forward: the CPU row
+  return refs_.emplace(i, std::move(logits)).first->second;
+}
+
+namespace {
+
+// The network of a row behind one interface: plan, forward, arena.
+struct AnyNet {
+  std::unique_ptr<Net> own;
+  std::unique_ptr<CudnnNet> lib;
+  void plan(int n, int h, int w) { own ? own->plan(n, h, w) : lib->plan(n, h, w); }
+  void forward(const std::vector<const float*>& in, int n, int h, int w, float* logits) {
+    if (own) {
+      own->forward(in, n, h, w, logits);
+    } else {
+      lib->forward(in, logits);
+    }
+  }
+  size_t arena_bytes() const { return own ? own->arena_bytes() : lib->arena_bytes(); }
+};
+
+// Images 0 and n - 1 against the CPU reference: relative L2 error of their logits over the
+// precision's bound; every image's logits must be finite (they were poisoned with NaN).
+gpu100::CompareResult check_logits(const std::vector<float>& got, int n, int classes,
+                                   Images& images, Precision p) {
+  std::vector<float> ref, sel;
+  for (int i : n > 1 ? std::vector<int>{0, n - 1} : std::vector<int>{0}) {
+    const std::vector<float>& r = images.reference(i);
+    ref.insert(ref.end(), r.begin(), r.end());
+    sel.insert(sel.end(), got.begin() + size_t(i) * classes, got.begin() + size_t(i + 1) * classes);
+  }
+  gpu100::CompareResult cmp = gpu100::compare(ref, sel, 1e30, 0);
+  const bool finite = std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); });
+  const double tol = logits_tolerance(p);
+  cmp.err_over_tol = finite ? cmp.rel_l2 / tol : std::numeric_limits<double>::infinity();
+  cmp.ok = finite && cmp.rel_l2 <= tol;
+  return cmp;
+}
+
+std::string shape_label(int n, int h, int w) {
+  return fmt::format("N={} {}x{}", n, h, w);
+}
+
+}  // namespace
+
+ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
+                      Images& images, const std::vector<const float*>& ptrs, int n,
+                      gpu100::DayRun& run, bool strict, std::vector<float>* logits_out) {
+  const int h = images.h(), w = images.w();
+  ResultRow r = gpu100::make_row(row.name, gpu100::to_string(row.precision), shape_label(n, h, w));
+  const size_t free_before = gpu100::free_device_memory();
+  AnyNet net;
+  try {
+    if (row.library) {
+      net.lib = std::make_unique<CudnnNet>(wts, row.precision);
+    } else {
+      net.own = std::make_unique<Net>(wts, row.precision, row.trunks);
+    }
+    net.plan(n, h, w);
+  } catch (const capstone::NotAvailable& e) {
+    r.verified = false, r.note = e.what();
+    return r;
+  } catch (const gpu100::UsageError& e) {
+    if (strict) throw;
+    r.verified = false, r.note = std::string("refused: ") + e.what();
+    return r;
+  }
+  gpu100::DeviceBuffer<float> logits(size_t(n) * wts.classes);
+  logits.poison();
+  net.forward(ptrs, n, h, w, logits.data());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = logits.download();
+  if (logits_out != nullptr) *logits_out = got;
+  gpu100::set_check(r, check_logits(got, n, wts.classes, images, row.precision));
+  // Timing: one forward to estimate, then repeats for about kRowBudgetMs.
+  const auto launch = [&] { net.forward(ptrs, n, h, w, logits.data()); };
+  gpu100::TimingOptions t = opt.common.timing;
+  const double one = run.time(launch, {0, 1, false, nullptr}).median_ms;
+  t.iters = std::clamp(int(kRowBudgetMs / std::max(one, 1e-3)), std::min(3, t.iters), t.iters);
+  t.warmup = std::min(t.warmup, 2);
+  const gpu100::Timing tm = run.time(launch, t);
+  r.ms = tm.median_ms, r.ms_min = tm.min_ms;
+  const double flops = net_flops(opt.model, h, w, wts.classes) * n;
+  gpu100::derive(r, 0, flops, 0, images.cpu_ms() * n, 0);
+  const size_t free_after = gpu100::free_device_memory();
+  r.metrics = {{"images/s", n / (tm.median_ms * 1e-3)},
+               {"arena MB", net.arena_bytes() / 1e6},
+               {"device MB", free_before > free_after ? (free_before - free_after) / 1e6 : 0.0}};
+  for (const NetRow& lib : net_rows()) {  // the library row of the same precision
+    if (!row.library && lib.library && lib.precision == row.precision) r.library = lib.name;
+  }
+  return r;
+}
+
+}  // namespace capstone::resnet

@@ -1,0 +1,68 @@
+#pragma once
+// capstone_mc_resnet18's driver pieces (mc_resnet18.cpp is its main): the rows, the inputs, the
+// CPU reference of the checked images, and one row's check-then-time run.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/device_buffer.hpp"
+#include "common/harness.hpp"
+#include "resnet.hpp"
+#include "resnet_net.hpp"
+
+namespace capstone::resnet {
+
+// One row of the binary: the network on the curriculum's kernels in a precision and trunks mode,
+// or the library network (cuDNN convolutions, cuBLAS FC) in a precision.
+struct NetRow {
+  const char* name;
+  const char* description;
+  gpu100::Precision precision;
+  Trunks trunks;
+  bool library;
+};
+const std::vector<NetRow>& net_rows();
+
+struct NetOptions {
+  Model model = Model::kMcResNet18;
+  std::vector<int> batches;
+  int h = 0, w = 0;
+  std::vector<std::string> rows;  // the rows to run, in net_rows() order
+  std::string weights, input, output;
+  gpu100::CommonOptions common;
+};
+
+// The images of a run: random ones from the seed (image i of trunk t is the same at every batch
+// size) or the --input file's.
+class Images {
+ public:
+  Images(const NetOptions& opt, const NetWeights& wts);
+  int h() const { return h_; }
+  int w() const { return w_; }
+  int file_batch() const { return file_n_; }  // the --input file's N (0 without one)
+  // Uploads images 0 .. n-1 of every trunk: one device buffer per trunk, [n, c, h, w].
+  std::vector<gpu100::DeviceBuffer<float>> upload(int n) const;
+  // The CPU reference's logits of image i (computed once, then cached) and the time it took.
+  const std::vector<float>& reference(int i);
+  double cpu_ms() const { return cpu_ms_; }
+
+ private:
+  std::vector<float> image(int trunk, int i) const;
+  Model model_;
+  const NetWeights& wts_;
+  uint64_t seed_;
+  int h_, w_, file_n_ = 0;
+  std::vector<std::vector<float>> file_;  // the --input file's tensors, one per trunk
+  std::map<int, std::vector<float>> refs_;
+  double cpu_ms_ = 0;
+};
+
+// Runs one row at batch n on the uploaded images `inputs` (one device pointer per trunk): plans (a
+// batch over memory becomes a refused row, unless `strict`), checks images 0 and n - 1 against
+// the CPU reference, times the forward. Writes the logits of the check run to `logits_out` when
+// it is not null.
+gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
+                              Images& images, const std::vector<const float*>& inputs, int n,
+                              gpu100::DayRun& run, bool strict, std::vector<float>* logits_out);
+
+}  // namespace capstone::resnet
