@@ -97,6 +97,26 @@ def bar_chart(plt, data, out):
     return True
 
 
+def torch_lines(ax, folder, model, shapes):
+    """PyTorch on the same GPU (scripts/torch_mc_resnet18.py), dashed, where its batches match."""
+    path = folder / "mc_resnet18_vs_torch.json"
+    if not path.exists():
+        return
+    torch = json.loads(path.read_text())
+    batches = [s.split()[0] for s in shapes]  # "N=32"
+    modes = []
+    for t in torch.get("timings", []):
+        if t["model"] == model and t["status"] == "ok" and t["mode"] not in modes:
+            modes.append(t["mode"])
+    for mode in modes:
+        pts = sorted((batches.index(f"N={t['batch']}"), t["images_per_s"]) for t in torch["timings"]
+                     if t["model"] == model and t["mode"] == mode and t["status"] == "ok"
+                     and f"N={t['batch']}" in batches)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x",
+                    markersize=4, label=f"PyTorch {mode}")
+
+
 def sweep_chart(plt, data, out):
     rows = gpu_rows(data["cases"])
     if not rows:
@@ -114,7 +134,9 @@ def sweep_chart(plt, data, out):
     for c in rows:
         if c["shape"] not in shapes:
             shapes.append(c["shape"])
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 6) if use_images else (9, 4.5))
+    if use_images:  # up to 17 lines: 20 distinct colours
+        ax.set_prop_cycle(color=list(plt.cm.tab20.colors))
     variants = []
     for c in rows:
         name = c["variant"] + (" " + c["precision"] if c.get("precision") else "")
@@ -127,6 +149,8 @@ def sweep_chart(plt, data, out):
                 xs.append(shapes.index(c["shape"]))
                 ys.append(c[key])
         ax.plot(xs, ys, marker="o", markersize=3, label=name)
+    if use_images:
+        torch_lines(ax, out.parent.parent, out.stem.replace("_sweep", ""), shapes)
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels([re.sub(r"^n=", "", s.split()[0] if use_images else s) for s in shapes],
                        rotation=45, ha="right", fontsize=7)
@@ -137,7 +161,7 @@ def sweep_chart(plt, data, out):
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(f"{data['day']} sweep on {data['gpu']} (commit {data['git']})", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, ncol=2 if use_images else 1)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

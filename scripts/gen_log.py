@@ -9,6 +9,8 @@ Every table in a Markdown file sits between two markers naming its JSON file:
 
 A marker ending in " sweep" (<!-- results: PATH sweep -->) gives one row per size instead, and one
 ending in " throughput" one row per variant with its images/s at each batch size (the networks).
+For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check and
+" torch-<model>" PyTorch's images/s per mode and batch size.
 
   scripts/gen_log.py           rewrite the tables in place
   scripts/gen_log.py --check   exit 1 if any table differs from its JSON (CI runs this as a test)
@@ -24,7 +26,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
-BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| torch-checks| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 COLUMNS = [
     ("variant", "variant", "{}"),
@@ -122,6 +124,48 @@ def render_throughput(json_path):
     return "\n".join(lines) + "\n"
 
 
+def torch_header(data, json_path):
+    return (f"Measured on {data['gpu']} with PyTorch {data['torch']} (CUDA {data['cuda']}, cuDNN "
+            f"{data['cudnn']}), {data['timestamp']}, commit `{data['git']}`. Source: `{json_path}`.")
+
+
+def render_torch_checks(json_path):
+    """Relative L2 error of the logits against PyTorch float64, per model, precision and row."""
+    data = json.loads((ROOT / json_path).read_text())
+    lines = [torch_header(data, json_path), "",
+             f"Relative L2 error of the logits of {data['check']['n']} images against PyTorch in float64 "
+             "(the same weights and inputs, through the binary's --weights and --input files).", "",
+             "| model | row | precision | rel L2 | tolerance | check |", "|---|---|---|---:|---:|---|"]
+    for c in data["checks"]:
+        err = "-" if c.get("rel_l2") is None else f"{c['rel_l2']:.1e}"
+        verdict = c["status"].upper() if c["source"] == "binary" else "(PyTorch, for scale)"
+        lines.append(f"| {c['model']} | {c['row']} | {c['precision']} | {err} | {c['tol']:.0e} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_torch_times(json_path, model):
+    """PyTorch's images/s on the same GPU: one row per mode, one column per batch size."""
+    data = json.loads((ROOT / json_path).read_text())
+    times = [t for t in data["timings"] if t["model"] == model]
+    modes, batches = [], []
+    for t in times:
+        if t["mode"] not in modes:
+            modes.append(t["mode"])
+        if t["batch"] not in batches:
+            batches.append(t["batch"])
+    batches.sort()
+    lines = [torch_header(data, json_path), "",
+             "| PyTorch mode | " + " | ".join(f"N={b}" for b in batches) + " |",
+             "|---|" + "---:|" * len(batches)]
+    for mode in modes:
+        cells = []
+        for b in batches:
+            t = next((t for t in times if t["mode"] == mode and t["batch"] == b), None)
+            cells.append("-" if t is None else (f"{t['images_per_s']:,.0f}" if t["status"] == "ok" else t["status"]))
+        lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(json_path):
     data = json.loads((ROOT / json_path).read_text())
     # Columns that are empty for every case are left out.
@@ -147,6 +191,10 @@ def regenerate(text):
             body = render_sweep(m.group("path"))
         elif mode == "throughput":
             body = render_throughput(m.group("path"))
+        elif mode == "torch-checks":
+            body = render_torch_checks(m.group("path"))
+        elif mode.startswith("torch-"):
+            body = render_torch_times(m.group("path"), mode[len("torch-"):])
         else:
             body = render(m.group("path"))
         return m.group(1) + body + m.group(5)
