@@ -100,7 +100,7 @@ def render_throughput(json_path):
             batches.append(n)
         table[(case["variant"], n)] = case
     lines = [header(data, json_path), "", "images/s at each batch size (`-`: refused, see the notes)", "",
-             "| variant | precision | " + " | ".join(batches) + " | worst err/tol | checks |",
+             "| row | precision | " + " | ".join(batches) + " | worst err/tol | checks |",
              "|---|---|" + "---:|" * len(batches) + "---:|---|"]
     for v in variants:
         cases = [table[(v, n)] for n in batches if (v, n) in table]
