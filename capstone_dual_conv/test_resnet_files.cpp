@@ -2,7 +2,6 @@
 // round trip bit for bit, and every kind of bad weights or inputs file is refused with one line
 // naming the first problem.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -11,6 +10,7 @@
 
 #include "common/catch.hpp"
 #include "common/random.hpp"
+#include "common/temp_dir.hpp"
 #include "common/tensor_file.hpp"
 #include "resnet.hpp"
 #include "resnet_weights.hpp"
@@ -21,21 +21,6 @@ using gpu100::Tensor;
 using gpu100::TensorFileError;
 
 namespace {
-
-// A fresh folder under the system's temporary directory, removed with everything in it.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    const auto tick = std::chrono::steady_clock::now().time_since_epoch().count();
-    dir = fs::temp_directory_path() / ("gpu100_resnet_files_" + std::to_string(tick));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-};
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -133,7 +118,7 @@ TEST_CASE("resnet: the weight names and shapes follow torchvision's state_dict",
 }
 
 TEST_CASE("resnet: weights round trip through a file bit for bit, in any order", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_resnet_files");
   const std::string path = tmp.file("mc.g100");
   save_net_weights(path, mc_weights());
   check_same(load_net_weights(path, Model::kMcResNet18), mc_weights());
@@ -159,7 +144,7 @@ TEST_CASE("resnet: weights round trip through a file bit for bit, in any order",
 }
 
 TEST_CASE("resnet: a corrupted weights file is refused naming the first problem", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_resnet_files");
   const std::string path = tmp.file("bad.g100");
   const std::vector<Tensor> good = net_weight_tensors(mc_weights());
   auto refused = [&](const std::vector<Tensor>& ts) {
@@ -209,7 +194,7 @@ TEST_CASE("resnet: a corrupted weights file is refused naming the first problem"
 }
 
 TEST_CASE("resnet: a weights file of the other model is refused", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_resnet_files");
   const std::string path = tmp.file("other.g100");
   save_net_weights(path, mc_weights());
   CHECK(weights_error(path, Model::kResNet18) ==
@@ -220,7 +205,7 @@ TEST_CASE("resnet: a weights file of the other model is refused", "[cpu]") {
 }
 
 TEST_CASE("resnet: inputs and logits round trip; wrong input tensors are refused", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_resnet_files");
   const std::string path = tmp.file("in.g100");
   const int n = 2, h = 5, w = 7;
   const std::vector<std::vector<float>> mc_in = {gpu100::random_vector<float>(n * 3 * h * w, 1),

@@ -1,7 +1,6 @@
 // CPU tests of the tensor file (common/tensor_file.hpp): an exact round trip, and every kind of
 // corrupted file refused with one line that names the file and the problem. The corrupted files
 // are written byte by byte here, so the tests also pin the format down.
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "common/catch.hpp"
 #include "common/random.hpp"
+#include "common/temp_dir.hpp"
 #include "common/tensor_file.hpp"
 
 namespace fs = std::filesystem;
@@ -19,21 +19,6 @@ using gpu100::Tensor;
 using gpu100::TensorFileError;
 
 namespace {
-
-// A fresh folder under the system's temporary directory, removed with everything in it.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    const auto tick = std::chrono::steady_clock::now().time_since_epoch().count();
-    dir = fs::temp_directory_path() / ("gpu100_tensor_file_" + std::to_string(tick));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-};
 
 // Little-endian bytes, built by hand to make files the writer would refuse to make.
 struct Bytes {
@@ -90,7 +75,7 @@ std::string read_error(const std::string& path) {
   return "(read without an error)";
 }
 
-std::string bytes_error(const TempDir& tmp, const std::string& bytes) {
+std::string bytes_error(const gpu100::TempDir& tmp, const std::string& bytes) {
   const std::string path = tmp.file("bad.g100");
   write_bytes(path, bytes);
   return read_error(path);
@@ -119,7 +104,7 @@ std::vector<Tensor> small_tensors() {
 }  // namespace
 
 TEST_CASE("tensor_file: round trip keeps names, shapes and values exactly", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_tensor_file");
   std::vector<Tensor> ts = small_tensors();
   std::string long_name;
   for (int i = 0; i < 255; ++i) long_name += char(0x20 + i % 95);  // every printable byte
@@ -148,7 +133,7 @@ TEST_CASE("tensor_file: round trip keeps names, shapes and values exactly", "[cp
 }
 
 TEST_CASE("tensor_file: every truncated prefix is refused as truncated", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_tensor_file");
   const std::string good = tmp.file("good.g100");
   gpu100::write_tensor_file(good, small_tensors());
   const std::string bytes = read_bytes(good);
@@ -174,7 +159,7 @@ TEST_CASE("tensor_file: every truncated prefix is refused as truncated", "[cpu]"
 }
 
 TEST_CASE("tensor_file: a corrupted header or tensor is refused naming the problem", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_tensor_file");
   auto err = [&](const Bytes& b) { return bytes_error(tmp, b.s); };
   auto one = [&](const std::string& name, uint32_t dtype, const std::vector<int64_t>& dims) {
     Bytes b = file_head(1);
@@ -217,7 +202,7 @@ TEST_CASE("tensor_file: a corrupted header or tensor is refused naming the probl
 }
 
 TEST_CASE("tensor_file: sizes larger than the file are refused before allocating", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_tensor_file");
   Bytes b = file_head(1);
   tensor_head(b, "huge", 1, {int64_t(1) << 20, int64_t(1) << 19}).floats(2);  // 2^39 values
   CHECK_THAT(bytes_error(tmp, b.s),
@@ -233,7 +218,7 @@ TEST_CASE("tensor_file: sizes larger than the file are refused before allocating
 }
 
 TEST_CASE("tensor_file: unreadable files, unwritable paths and invalid tensors", "[cpu]") {
-  TempDir tmp;
+  gpu100::TempDir tmp("gpu100_tensor_file");
   const std::string missing = tmp.file("missing.g100");
   CHECK(read_error(missing) == missing + ": cannot open (No such file or directory)");
   CHECK(read_error(tmp.dir.string()) == tmp.dir.string() + ": cannot open (it is a directory)");
