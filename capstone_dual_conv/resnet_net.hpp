@@ -6,9 +6,10 @@
 // in the convolution's own store. The pools are resnet.hpp's, the FC is day04::gemm onto the bias.
 //   fp32: fp32 NCHW activations, day08 v4's kernel (FMA only, no TF32).
 //   tf32: the same tensors, day08 v5's kernel (TF32 tensor cores, fp32 accumulation).
-//   bf16: bf16 NHWC activations and KRSC weights, day08 v6's kernel (bf16 tensor cores, fp32
-//         accumulation and bias); the stems' 3 and 1 input channels are zero-padded to 8. The
-//         pooled features are fp32.
+//   bf16: bf16 NHWC activations and KRSC weights, day08 v9's kernel (wgmma) where the GPU runs the
+//         build's sm_90a code, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
+//         bias; the stems' 3 and 1 input channels are zero-padded to 8. The pooled features are
+//         fp32.
 // The trunks of MC-ResNet18 run in one of three ways:
 //   sequential: one after the other on the caller's stream;
 //   streams:    each on its own CUDA stream, joined by events (the GPU may overlap them);

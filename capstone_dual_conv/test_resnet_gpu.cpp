@@ -1,7 +1,8 @@
 // capstone GPU tests of MC-ResNet18's layers and networks against the double CPU reference: the
 // pools (fp32 NCHW and bf16 NHWC; odd H and W, windows at the borders, one row or column), day08's
-// fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch), and the
-// networks in every precision and trunks mode. Fresh seeded inputs, outputs poisoned first.
+// fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch; in bf16 both
+// v9's kernel, where the GPU runs it, and v6's), and the networks in every precision and trunks
+// mode. Fresh seeded inputs, outputs poisoned first.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -230,16 +231,27 @@ void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
     g.op[i] = {bufs[b].data(), bufs[b + 1].data(), bias.back().data(),
                cc.residual ? bufs[b + 2].data() : nullptr, bufs[b + 3].data()};
   }
-  day08::conv2d_fused_bf16_nhwc(shape_of(cc, c_pad), g);
+  const day08::ConvShape shape = shape_of(cc, c_pad);
+  const auto check = [&](const char* kernel) {
+    for (int i = 0; i < count; ++i) {
+      const std::vector<float> got = day08::npqk_to_nkpq(shape, bufs[4 * i + 3].download());
+      // The inputs are the rounded values the reference sees: only fp32 summation and the output's
+      // rounding to bf16 (2^-9 relative) remain.
+      const auto cmp = gpu100::compare(data[i].reference(cc), got, 1e-4, 1.0 / 256);
+      INFO("bf16 conv " << i << " of " << count << " (" << kernel << "): " << cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  };
+  const bool v9 = day08::conv2d_fused_bf16_uses_v9(shape, g);
+  day08::conv2d_fused_bf16_nhwc(shape, g);
   sync_check();
-  for (int i = 0; i < count; ++i) {
-    const std::vector<float> got =
-        day08::npqk_to_nkpq(shape_of(cc, c_pad), bufs[4 * i + 3].download());
-    // The inputs are the rounded values the reference sees: only fp32 summation and the output's
-    // rounding to bf16 (2^-9 relative) remain.
-    const auto cmp = gpu100::compare(data[i].reference(cc), got, 1e-4, 1.0 / 256);
-    INFO("bf16 conv " << i << " of " << count << ": " << cmp.summary());
-    REQUIRE(cmp.ok);
+  check(v9 ? "day08 v9's kernel" : "day08 v6's kernel");
+  if (v9) {
+    // Where the fused form runs v9's kernel (an sm_90a build on Hopper), v6's keeps its check.
+    for (int i = 0; i < count; ++i) bufs[4 * i + 3].poison();
+    day08::detail::conv2d_v6_group(shape, g, nullptr);
+    sync_check();
+    check("day08 v6's kernel");
   }
 }
 

@@ -34,6 +34,17 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool val
   *static_cast<uint4*>(dst) = valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
 #endif
 }
+// The same 16-byte copy through L1 (.ca): for gathers whose neighbouring windows overlap (day08's
+// v9 reads each input pixel once per filter tap), so later copies may hit L1 instead of L2.
+__device__ __forceinline__ void cp_async_16_ca(void* dst, const void* src, bool valid) {
+#if GPU100_SM80_CODE
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *static_cast<uint4*>(dst) = valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
 // 4-byte asynchronous copy global -> shared through L1 (.ca: neighbouring windows of a gather
 // overlap, so L1 hits are likely); zero-filled when !valid.
 __device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {

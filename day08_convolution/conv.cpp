@@ -7,8 +7,10 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/learner.hpp"
+#include "common/math.hpp"
 #include "conv_day.hpp"
 
 namespace day08 {
@@ -87,6 +89,16 @@ std::string v6_refusal(const ConvShape& s, bool /*bias*/) {
   return "";
 }
 
+std::string v9_refusal(const ConvShape& s, bool /*bias*/) {
+  if (s.c % 8 != 0) {
+    return fmt::format(
+        "C = {} is not a multiple of 8 (v9 copies 8 channels, 16 bytes, per cp.async, and TMA "
+        "needs 16-byte filter rows; pad C with zero channels)",
+        s.c);
+  }
+  return "";
+}
+
 std::string cudnn_bf16_refusal(const ConvShape& /*s*/, bool bias) {
   if (bias) return "no bias in the bf16 cuDNN row (its bias add would need a bf16 bias tensor)";
   return "";
@@ -155,10 +167,15 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
 }
 
 namespace {
-// The registry's bf16 NHWC entries: y is fp32 NKPQ for v6, bf16 NPQK for cuDNN (y_bf16_npqk).
+// The registry's bf16 NHWC entries: y is fp32 NKPQ for v6 and v9, bf16 NPQK for cuDNN
+// (y_bf16_npqk).
 void v6_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   const float* bias, void* y, cudaStream_t stream) {
   conv2d_v6_implicit_gemm_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
+}
+void v9_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                  const float* bias, void* y, cudaStream_t stream) {
+  conv2d_v9_implicit_gemm_wgmma_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
 }
 void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                      const float* bias, void* y, cudaStream_t stream) {
@@ -205,6 +222,11 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
           {"v8_winograd_tf32", "v7 with each chunk's 16 point products on mma.sync m16n8k8 TF32",
            P::kTf32, conv2d_v8_winograd_tf32, false, "cudnn_tf32", nullptr, false, v7_refusal, 4,
            gpu100::ArchNeed::kSm80},
+          {"v9_implicit_gemm_wgmma_bf16_nhwc",
+           "implicit GEMM 128x(64|128)x64 on wgmma bf16: a producer warpgroup gathers A "
+           "(cp.async) and loads the filters (TMA), 2 consumer warpgroups, 4 mbarrier stages",
+           P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v9_bf16_nhwc, false, v9_refusal, 1,
+           gpu100::ArchNeed::kSm90a},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
           // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
           // ResNet layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.
@@ -293,6 +315,17 @@ void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGro
   }
 }
 
+// The bf16 fused form's kernel: v9 (wgmma) when the running GPU executes this build's sm_90a code
+// (gpu100::build_has asks the code the driver loaded, not the compute capability: an H100 running
+// an sm_80 build must take v6) and v9 takes the shape and the pointers; v6 (mma.sync) otherwise.
+bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g) {
+  if (!gpu100::build_has(gpu100::ArchNeed::kSm90a) || !v9_refusal(s, false).empty()) return false;
+  for (int i = 0; i < g.count; ++i) {
+    if (!gpu100::aligned16(g.op[i].x) || !gpu100::aligned16(g.op[i].w)) return false;
+  }
+  return true;
+}
+
 void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,
                             cudaStream_t stream) {
   check_group("conv2d_fused_bf16_nhwc", s, g);
@@ -300,7 +333,11 @@ void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& 
     throw std::invalid_argument(fmt::format(
         "conv2d_fused_bf16_nhwc: K = {} must be even (two channels per bf16x2 store)", s.k));
   }
-  detail::conv2d_v6_group(s, g, stream);
+  if (conv2d_fused_bf16_uses_v9(s, g)) {
+    detail::conv2d_v9_group(s, g, stream);
+  } else {
+    detail::conv2d_v6_group(s, g, stream);
+  }
 }
 
 }  // namespace day08

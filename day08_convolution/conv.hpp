@@ -65,9 +65,14 @@ struct ConvGroup {
 void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGroup<float>& g,
                   cudaStream_t stream = nullptr);
 // bf16 NHWC in (x [n][h][w][c], w KRSC [k][r][s][c]), bf16 NHWC out (y and residual [n][p][q][k]),
-// fp32 bias and accumulation: v6_implicit_gemm_bf16_nhwc's kernel with this epilogue. Needs
-// C % 8 == 0, K % 2 == 0 and 16-byte aligned x and w (std::invalid_argument otherwise).
+// fp32 bias and accumulation: the kernel of v9_implicit_gemm_wgmma_bf16_nhwc (wgmma) where the
+// running GPU executes this build's sm_90a code, else v6_implicit_gemm_bf16_nhwc's (mma.sync), with
+// this epilogue. Needs C % 8 == 0, K % 2 == 0 and 16-byte aligned x and w (std::invalid_argument
+// otherwise).
 void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,
                             cudaStream_t stream = nullptr);
+// Whether conv2d_fused_bf16_nhwc runs v9's kernel (true) or v6's for this shape and group on the
+// current GPU (decided from the code the GPU runs, common/arch.hpp, and v9_refusal).
+bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g);
 
 }  // namespace day08

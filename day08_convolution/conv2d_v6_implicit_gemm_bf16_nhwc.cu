@@ -29,6 +29,7 @@
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "conv_day.hpp"
+#include "implicit_gemm_nhwc.cuh"
 #include "mma.cuh"
 
 namespace day08 {
@@ -41,6 +42,8 @@ using day04::mma::cp_async_commit;
 using day04::mma::cp_async_wait;
 using day04::mma::ldmatrix_x4;
 using day04::mma::mma_bf16_16816;
+using nhwc::Params;  // the shape and the GEMM_K walk (implicit_gemm_nhwc.cuh), shared with v9
+using nhwc::RscPos;
 
 constexpr int kBM = 128, kBN = 64, kBK = 32, kWM = 64, kWN = 32, kStages = 3;
 constexpr int kWarps = (kBM / kWM) * (kBN / kWN), kThreads = 32 * kWarps;
@@ -54,47 +57,6 @@ constexpr int kAPasses = kBM / kRowsPerPass, kBPasses = kBN / kRowsPerPass;  // 
 static_assert(kBK / 8 == 4, "4 chunks of 8 channels per slab row: lane / 8 picks the chunk");
 static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0, "whole copy passes");
 static_assert(sizeof(bf16) * kStages * (kAStage + kBStage) <= 48 * 1024, "static shared memory");
-
-// The shape, computed on the host once per launch.
-struct Params {
-  int c, h, w, k, r, s, stride, pad, dil;
-  int Q, PQ, M, RSC, HWC;
-  int step_c, step_s, step_r;  // one slab (kBK) of GEMM_K in (r, s, c): c += step_c, ...
-};
-
-Params make_params(const ConvShape& s) {
-  Params g;
-  g.c = s.c, g.h = s.h, g.w = s.w, g.k = s.k, g.r = s.r, g.s = s.s;
-  g.stride = s.stride, g.pad = s.pad, g.dil = s.dilation;
-  g.Q = s.q();
-  g.PQ = s.p() * g.Q;
-  g.M = s.n * g.PQ;
-  g.RSC = s.r * s.s * s.c;
-  g.HWC = s.h * s.w * s.c;
-  g.step_c = kBK % s.c;
-  g.step_s = (kBK / s.c) % s.s;
-  g.step_r = (kBK / s.c) / s.s;
-  return g;
-}
-
-// A position g = (r * S + s) * C + c along GEMM_K, advanced one slab at a time with carries (no
-// divisions after init). c < C and s < S hold before and after; r >= R means past the end.
-struct RscPos {
-  int r, s, c;
-  __device__ void init(int gk, const Params& g) {
-    const int rs = gk / g.c;
-    c = gk - rs * g.c;
-    r = rs / g.s;
-    s = rs - r * g.s;
-  }
-  __device__ void advance(const Params& g) {
-    c += g.step_c;
-    s += g.step_s;
-    r += g.step_r;
-    if (c >= g.c) c -= g.c, ++s;  // step_s < S and one carry: s < 2S, one subtraction suffices
-    if (s >= g.s) s -= g.s, ++r;
-  }
-};
 
 // Y = float: the day's variant, fp32 NKPQ out. Y = bf16: conv.hpp's fused layer form, bf16 NPQK
 // out with the residual and the ReLU. blockIdx.z picks the convolution of the group.
@@ -272,7 +234,7 @@ void conv2d_v6_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStre
     }
   }
   gpu100::require_build(gpu100::ArchNeed::kSm80, "v6_implicit_gemm_bf16_nhwc");
-  const Params g = make_params(s);
+  const Params g = nhwc::make_params(s, kBK);
   const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN), grp.count);
   conv2d_bf16_nhwc_kernel<Y><<<grid, kThreads, 0, stream>>>(g, grp);
   CUDA_CHECK_LAST();

@@ -112,6 +112,13 @@ using Conv2dBf16NhwcFn = void (*)(const ConvShape& s, const __nv_bfloat16* x,
 // call), with the reason v6_refusal gives.
 void conv2d_v6_implicit_gemm_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                                        const float*, float*, cudaStream_t);
+// v9: the same implicit GEMM on Hopper's wgmma (sm_90a only), warp-specialised: a producer
+// warpgroup gathers A (cp.async) and loads the filters (TMA), two consumer warpgroups multiply.
+// v6's shapes and refusals (v9_refusal), and "needs an sm_90a build" (gpu100::ArchUnavailable)
+// elsewhere; fp32 NKPQ out.
+void conv2d_v9_implicit_gemm_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*,
+                                             const __nv_bfloat16*, const float*, float*,
+                                             cudaStream_t);
 // cuDNN bf16 NHWC (x, w and y bf16 NHWC; compute fp32; CUDNN_TENSOR_OP_MATH; the algorithm
 // cudnnFindConvolutionForwardAlgorithm picks): y is bf16 NPQK. No bias (refused: the bf16
 // configuration would need a bf16 bias and a second call). Throws std::runtime_error without cuDNN.
@@ -119,6 +126,7 @@ void conv2d_cudnn_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_b
                             const float*, __nv_bfloat16*, cudaStream_t);
 // "" when the variant runs this shape (with or without a bias), else the one-line reason.
 std::string v6_refusal(const ConvShape& s, bool bias);
+std::string v9_refusal(const ConvShape& s, bool bias);
 std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 
 // The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
@@ -127,11 +135,14 @@ std::string cudnn_choice(const ConvShape& s, ConvPrecision p);
 
 namespace detail {
 // The group launchers behind the variants and conv.hpp's fused form (conv2d_fused checks the
-// arguments; v6's checks its own refusals and alignment).
+// arguments; v6's and v9's check their own refusals and alignment).
 void conv2d_v4_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 void conv2d_v5_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 template <class Y>
 void conv2d_v6_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
+                     cudaStream_t stream);
+template <class Y>
+void conv2d_v9_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);
 }  // namespace detail
 

@@ -1,9 +1,10 @@
 // day08 GPU tests: every 1D, 2D and Conv2d variant against the CPU reference (double) at awkward
 // sizes (not tile multiples; C = 1 and 3; K = 1 and 5; stride 2; padding 0 and 2; R = S = 1, 3, 5;
 // dilation), fresh seeded inputs, outputs poisoned with NaN before each launch; conv2d_forward by
-// name ("best_fp32" included); the bf16 NHWC variants (v6, cudnn_bf16_nhwc) against the CPU on
-// their bf16-rounded inputs at awkward shapes with C % 8 == 0, and v6's refusals; and, with cuDNN,
-// every variant against cuDNN at the benchmark shapes ([timing]: too slow for the sanitizer runs).
+// name ("best_fp32" included); the bf16 NHWC variants (v6, v9, cudnn_bf16_nhwc) against the CPU on
+// their bf16-rounded inputs at awkward shapes with C % 8 == 0, and v6's and v9's refusals; and,
+// with cuDNN, every variant against cuDNN at the benchmark shapes ([timing]: too slow for the
+// sanitizer runs).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -278,14 +279,16 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
     const auto again = d1.run(name, s1, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
   }
-  // v6 at a C % 8 == 0 shape of the same kind.
+  // The bf16 NHWC variants (v6, v9) at a C % 8 == 0 shape of the same kind.
   const day08::ConvShape s16 = make(2, 24, 33, 35, 67, 3, 3, 2, 1);
   Bf16Data d16(s16, 4343);
-  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
-  if (gpu100::lacks_code(v6)) return;
-  const auto first = d16.run(v6, s16, true);
-  const auto again = d16.run(v6, s16, true);
-  REQUIRE(gpu100::compare_exact(first, again).ok);
+  for (const auto& v : day08::conv2d_variants()) {
+    if (v.is_library || !v.takes_bf16_nhwc() || gpu100::lacks_code(v)) continue;
+    INFO(v.name);
+    const auto first = d16.run(v, s16, true);
+    const auto again = d16.run(v, s16, true);
+    REQUIRE(gpu100::compare_exact(first, again).ok);
+  }
 }
 
 namespace {
@@ -340,33 +343,46 @@ TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward sh
   }
 }
 
-TEST_CASE("v6 rejects C not a multiple of 8 and unaligned x or w, launching nothing", "[gpu]") {
+TEST_CASE("v6 and v9 reject C not a multiple of 8 and unaligned x or w, launching nothing",
+          "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day08::ConvShape s = make(1, 16, 9, 10, 5, 3, 3, 1, 1);
   Bf16Data data(s, 1500);
-  data.d_y.poison();
-  // 2 bytes past the buffer's start: not 16-byte aligned.
-  CHECK_THROWS_AS(day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, data.d_x.data() + 1, data.d_w.data(),
-                                                           nullptr, data.d_y.data(), nullptr),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(day08::conv2d_v6_implicit_gemm_bf16_nhwc(s, data.d_x.data(), data.d_w.data() + 1,
-                                                           nullptr, data.d_y.data(), nullptr),
-                  std::invalid_argument);
-  day08::ConvShape c12 = s;
-  c12.c = 12;  // the buffers are large enough; the shape is refused before any launch
-  CHECK_THROWS_AS(day08::conv2d_v6_implicit_gemm_bf16_nhwc(c12, data.d_x.data(), data.d_w.data(),
-                                                           nullptr, data.d_y.data(), nullptr),
-                  std::invalid_argument);
-  sync_check();
-  // Nothing ran: the output is still all poison.
-  for (float v : data.d_y.download()) REQUIRE(std::isnan(v));
-  // And the aligned call works (where this build has v6's code).
-  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
-  if (gpu100::lacks_code(v6)) return;
-  const day08::Tolerance tol = day08::conv2d_tolerance(s, v6.precision);
-  REQUIRE(
-      gpu100::compare(data.reference(s, false), data.run(v6, s, false), tol.abs_tol, tol.rel_tol)
-          .ok);
+  using Launch = void (*)(const day08::ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                          const float*, float*, cudaStream_t);
+  struct Case {
+    const char* name;
+    Launch launch;
+  };
+  for (const Case c :
+       {Case{"v6_implicit_gemm_bf16_nhwc", day08::conv2d_v6_implicit_gemm_bf16_nhwc},
+        Case{"v9_implicit_gemm_wgmma_bf16_nhwc", day08::conv2d_v9_implicit_gemm_wgmma_bf16_nhwc}}) {
+    INFO(c.name);
+    data.d_y.poison();
+    // 2 bytes past the buffer's start: not 16-byte aligned. (These are refused before the
+    // variant asks for its build, so they throw std::invalid_argument in every build.)
+    CHECK_THROWS_AS(
+        c.launch(s, data.d_x.data() + 1, data.d_w.data(), nullptr, data.d_y.data(), nullptr),
+        std::invalid_argument);
+    CHECK_THROWS_AS(
+        c.launch(s, data.d_x.data(), data.d_w.data() + 1, nullptr, data.d_y.data(), nullptr),
+        std::invalid_argument);
+    day08::ConvShape c12 = s;
+    c12.c = 12;  // the buffers are large enough; the shape is refused before any launch
+    CHECK_THROWS_AS(
+        c.launch(c12, data.d_x.data(), data.d_w.data(), nullptr, data.d_y.data(), nullptr),
+        std::invalid_argument);
+    sync_check();
+    // Nothing ran: the output is still all poison.
+    for (float v : data.d_y.download()) REQUIRE(std::isnan(v));
+    // And the aligned call works (where this build has the variant's code).
+    const auto& v = variant(c.name);
+    if (gpu100::lacks_code(v)) continue;
+    const day08::Tolerance tol = day08::conv2d_tolerance(s, v.precision);
+    REQUIRE(
+        gpu100::compare(data.reference(s, false), data.run(v, s, false), tol.abs_tol, tol.rel_tol)
+            .ok);
+  }
 }
 
 TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]") {
@@ -396,19 +412,23 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
   }
 }
 
-TEST_CASE("v6 matches cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
+TEST_CASE("v6 and v9 match cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
   GPU100_REQUIRE_BUILD(variant("v6_implicit_gemm_bf16_nhwc").needs, "v6_implicit_gemm_bf16_nhwc");
   if (!day08::have_cudnn()) {
     WARN("cuDNN not found: comparison skipped");
     return;
   }
-  // Both against the CPU (on the same bf16-rounded inputs) at sampled outputs, then every output
-  // of v6 against cuDNN's (whose bf16 output rounding is in the tolerance).
+  // Each against the CPU (on the same bf16-rounded inputs) at sampled outputs, then every output
+  // of v6 and v9 against cuDNN's (whose bf16 output rounding is in the tolerance).
   const day08::ConvShape s = make(64, 64, 56, 56, 64, 3, 3, 1, 1);
   day08::ConvLayer layer(s, 7100, true);
   const day08::LayerCheck check(layer, false, 7100);
   const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
-  for (const day08::Conv2dVariant* v : {&variant(v6.library), &v6}) {
+  std::vector<const day08::Conv2dVariant*> rows = {&variant(v6.library)};
+  for (const auto& v : day08::conv2d_variants()) {
+    if (!v.is_library && v.takes_bf16_nhwc() && !gpu100::lacks_code(v)) rows.push_back(&v);
+  }
+  for (const day08::Conv2dVariant* v : rows) {
     INFO(v->name);
     layer.poison();
     layer.launch(*v, false);

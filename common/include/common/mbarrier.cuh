@@ -47,6 +47,14 @@ __device__ __forceinline__ void expect_tx(uint64_t* bar, uint32_t bytes) {
 __device__ __forceinline__ void arrive(uint64_t* bar) {
   GPU100_MBAR_PTX("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
+// One arrival on `bar` that the hardware makes once every cp.async (the non-bulk, sm_80 copies)
+// this thread has issued so far has landed: .noinc, so it is one of the `count` arrivals the
+// barrier was initialised with. The producer does not wait for its own copies; the consumers'
+// wait on the barrier sees them complete (day08's v9 gathers its A tiles this way).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  GPU100_MBAR_PTX("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar))
+                  : "memory");
+}
 // Spins until the phase with the given parity has completed.
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
   GPU100_MBAR_PTX(

@@ -1,0 +1,56 @@
+#pragma once
+// day08 implicit GEMM in NHWC (channels last): the shape parameters and the GEMM_K walk that the
+// bf16 kernels v6 (mma.sync) and v9 (wgmma) share. (implicit_gemm.cuh is the NCHW form of v4, v5.)
+//
+// With x [n][h][w][c] and KRSC filters [k][r][s][c], GEMM_K is ordered g = (r * S + s) * C + c,
+// c fastest. A thread copies 8 channels (16 bytes) of one (r, s) at a time: with C % 8 == 0 a
+// chunk never straddles two (r, s). Its position along GEMM_K advances by one slab (BK) per
+// stage, with carries and no divisions.
+#include <cuda_runtime.h>
+
+#include "conv.hpp"
+
+namespace day08::nhwc {
+
+// The shape, computed on the host once per launch.
+struct Params {
+  int c, h, w, k, r, s, stride, pad, dil;
+  int Q, PQ, M, RSC, HWC;
+  int step_c, step_s, step_r;  // one slab (bk) of GEMM_K in (r, s, c): c += step_c, ...
+};
+
+inline Params make_params(const ConvShape& s, int bk) {
+  Params g;
+  g.c = s.c, g.h = s.h, g.w = s.w, g.k = s.k, g.r = s.r, g.s = s.s;
+  g.stride = s.stride, g.pad = s.pad, g.dil = s.dilation;
+  g.Q = s.q();
+  g.PQ = s.p() * g.Q;
+  g.M = s.n * g.PQ;
+  g.RSC = s.r * s.s * s.c;
+  g.HWC = s.h * s.w * s.c;
+  g.step_c = bk % s.c;
+  g.step_s = (bk / s.c) % s.s;
+  g.step_r = (bk / s.c) / s.s;
+  return g;
+}
+
+// A position g = (r * S + s) * C + c along GEMM_K, advanced one slab at a time with carries (no
+// divisions after init). c < C and s < S hold before and after; r >= R means past the end.
+struct RscPos {
+  int r, s, c;
+  __device__ void init(int gk, const Params& g) {
+    const int rs = gk / g.c;
+    c = gk - rs * g.c;
+    r = rs / g.s;
+    s = rs - r * g.s;
+  }
+  __device__ void advance(const Params& g) {
+    c += g.step_c;
+    s += g.step_s;
+    r += g.step_r;
+    if (c >= g.c) c -= g.c, ++s;  // step_s < S and one carry: s < 2S, one subtraction suffices
+    if (s >= g.s) s -= g.s, ++r;
+  }
+};
+
+}  // namespace day08::nhwc
