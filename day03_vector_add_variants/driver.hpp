@@ -1,7 +1,7 @@
 #pragma once
-// day03_vector_add_variants' driver: its options (main.cpp reads them), the fusion part's rows
-// (driver_fusion.cpp) and the transfer part's (driver_transfers.cpp); the add and types parts are
-// in main.cpp.
+// day03_vector_add_variants' driver: its options (main.cpp reads them), the rows of the fusion
+// parts, silu and diffusion (driver_fusion.cpp), and the transfer part's (driver_transfers.cpp);
+// the add and types parts are in main.cpp.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -18,6 +18,7 @@ struct Options {
   std::vector<int> streams;
   int chunks = 16;
   int64_t n = 0, transfer_n = 0, matrix = 0;
+  DiffusionStep step;  // --abar, --w
   gpu100::CommonOptions common;
 
   bool has(const std::string& part) const {
@@ -35,6 +36,10 @@ double time_cpu_ms(int64_t n, F&& run) {
 
 // The fusion part: the rows of silu_variants() at n elements.
 void run_silu(int64_t n, const Options& opt, gpu100::DayRun& run);
+
+// The diffusion part: the rows of diffusion_variants<T>() at n elements, for fp32, fp16 and bf16,
+// with opt.step's abar and w.
+void run_diffusion(int64_t n, const Options& opt, gpu100::DayRun& run);
 
 // The transfer part: pageable and pinned copies, the host-to-host trip C = A + B serial and over
 // k streams, and a strided column copy (one cudaMemcpy per element against one cudaMemcpy2D).

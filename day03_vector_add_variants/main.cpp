@@ -1,9 +1,12 @@
 // day03_vector_add_variants: the host driver (this file: the options, the add and types parts;
-// driver_fusion.cpp: the silu part; driver_transfers.cpp: the transfer part). The variants are the
-// registry's (--list prints it). Parts of the run (--parts), each a group of table rows:
+// driver_fusion.cpp: the silu and diffusion parts; driver_transfers.cpp: the transfer part). The
+// variants are the registry's (--list prints it). Parts of the run (--parts), each a group of table
+// rows:
 //   add        the fp32 variants at --n, against the CPU and the library row (CUB)
 //   types      the variant tagged "types" at fp16, bf16, fp64 and int32
 //   silu       y = silu(a + b * c): one fused kernel against chains of 3 and 4 kernels
+//   diffusion  one denoising step with temporal blending (--abar, --w), fp32, fp16 and bf16: one
+//              fused kernel against the 7-kernel chain an eager framework runs
 //   transfers  pageable / pinned copies, the k-stream pipeline against the serial trip, and a
 //              column copy with one cudaMemcpy per element against one cudaMemcpy2D
 // --sweep times the variants tagged "sweep" at n = 2^10 ... 2^28 (the add part only).
@@ -11,6 +14,7 @@
 // Run: build/day03_vector_add_variants/day03_vector_add_variants [--n 2^28] [--sweep] [--json f]
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -29,7 +33,7 @@ namespace {
 using gpu100::ResultRow;
 
 constexpr const char* kDay = "day03_vector_add_variants";
-const std::vector<std::string> kParts = {"add", "types", "silu", "transfers"};
+const std::vector<std::string> kParts = {"add", "types", "silu", "diffusion", "transfers"};
 
 // ---- part "add": the fp32 variants ----
 
@@ -122,23 +126,38 @@ void print_list() {
   });
   fmt::print(" (fp32 is the add part's v4_ilp row)\nsilu (--parts silu):\n");
   gpu100::print_list(day03::silu_variants());
+  fmt::print("diffusion step (--parts diffusion), each at fp32, fp16 and bf16:\n");
+  gpu100::print_list(day03::diffusion_variants<float>());
   fmt::print(
       "transfers (--parts transfers): h2d/d2h pageable and pinned, pipeline_serial, "
       "pipeline_<k>_streams, strided_per_element, strided_memcpy2d\n");
 }
 
 void declare_flags(gpu100::ArgParser& args) {
-  args.add_int("n", "elements of the kernel parts (add, types, silu)", int64_t(1) << 28, 1,
-               int64_t(1) << 31);
+  args.add_int("n", "elements of the kernel parts (add, types, silu, diffusion)", int64_t(1) << 28,
+               1, int64_t(1) << 31);
   args.add_int("transfer-n", "elements of the transfer part", int64_t(1) << 26, 1,
                int64_t(1) << 30);
   args.add_string("streams", "stream counts of the pipeline rows, comma-separated", "2,4,8");
   args.add_int("chunks", "chunks of the pipeline", 16, 1, 4096);
   args.add_int("matrix", "rows = columns of the strided-copy matrix", 4096, 1, 16384);
-  args.add_string("parts", "comma-separated parts: add,types,silu,transfers",
-                  "add,types,silu,transfers");
+  args.add_string("abar", "the diffusion step's alpha-bar, a number in (0, 1]", "0.5");
+  args.add_string("w", "the diffusion step's blend weight of the new frame, in [0, 1]", "0.8");
+  args.add_string("parts", "comma-separated parts: add,types,silu,diffusion,transfers",
+                  "add,types,silu,diffusion,transfers");
   args.add_flag("sweep", "time v1_naive, v4_ilp and cub_transform at n = 2^10 ... 2^28 (add only)");
   args.add_common();
+}
+
+// A real number for --abar and --w: ArgParser reads integers only, so these come as text. The
+// whole text must be a number (strtod: 0.5, 1e-3, nan, inf); the range is checked by the caller.
+double parse_real(const char* flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size()) {
+    throw gpu100::UsageError(fmt::format("--{} expects a number, got '{}'", flag, text));
+  }
+  return v;
 }
 
 Options read_options(const gpu100::ArgParser& args) {
@@ -156,8 +175,8 @@ Options read_options(const gpu100::ArgParser& args) {
   if (opt.parts.empty()) throw gpu100::UsageError("--parts needs at least one part");
   for (const auto& part : opt.parts) {
     if (std::find(kParts.begin(), kParts.end(), part) == kParts.end()) {
-      throw gpu100::UsageError(
-          fmt::format("unknown part '{}' (the parts are add, types, silu, transfers)", part));
+      throw gpu100::UsageError(fmt::format(
+          "unknown part '{}' (the parts are add, types, silu, diffusion, transfers)", part));
     }
   }
   if (sweep) opt.parts = {"add"};
@@ -168,6 +187,18 @@ Options read_options(const gpu100::ArgParser& args) {
   opt.n = sweep ? int64_t(1) << 28 : args.get_int("n");
   opt.transfer_n = args.get_int("transfer-n");
   opt.matrix = args.get_int("matrix");
+  opt.step.abar = parse_real("abar", args.get_string("abar"));
+  opt.step.w = parse_real("w", args.get_string("w"));
+  // The launchers' rule (check_diffusion_step), said here in the flags' words. Written so that
+  // NaN fails: every comparison with a NaN is false.
+  if (!(opt.step.abar > 0.0 && opt.step.abar <= 1.0)) {
+    throw gpu100::UsageError(
+        fmt::format("--abar must be a number in (0, 1], got '{}'", args.get_string("abar")));
+  }
+  if (!(opt.step.w >= 0.0 && opt.step.w <= 1.0)) {
+    throw gpu100::UsageError(
+        fmt::format("--w must be a number in [0, 1], got '{}'", args.get_string("w")));
+  }
   return opt;
 }
 
@@ -178,6 +209,7 @@ size_t device_bytes_needed(const Options& opt) {
   if (opt.has("add")) need = std::max(need, 3 * n * sizeof(float));
   if (opt.has("types")) need = std::max(need, 3 * n * sizeof(double));
   if (opt.has("silu")) need = std::max(need, 6 * n * sizeof(float));
+  if (opt.has("diffusion")) need = std::max(need, 6 * n * sizeof(float));  // fp32 is the largest
   if (opt.has("transfers")) {
     need = std::max(need, (4 * static_cast<size_t>(opt.transfer_n) + opt.matrix) * sizeof(float));
   }
@@ -187,7 +219,7 @@ size_t device_bytes_needed(const Options& opt) {
 int run(int argc, char** argv) {
   gpu100::ArgParser args(kDay,
                          "what makes an elementwise kernel fast: C = A + B variants, types, "
-                         "fused SiLU, transfers");
+                         "fused SiLU, a fused diffusion step, transfers");
   declare_flags(args);
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
@@ -200,7 +232,7 @@ int run(int argc, char** argv) {
   // Everything above is argument handling; the GPU is touched from here on.
   gpu100::DayRun run(kDay,
                      "what makes an elementwise kernel fast (C = A + B variants, types, fused "
-                     "SiLU, transfers)",
+                     "SiLU, a fused diffusion step, transfers)",
                      opt.common);
   gpu100::require_device_memory(device_bytes_needed(opt), kDay);
   std::string verdict_extra;
@@ -216,6 +248,7 @@ int run(int argc, char** argv) {
       });
     }
     if (opt.has("silu")) day03::run_silu(opt.n, opt, run);
+    if (opt.has("diffusion")) day03::run_diffusion(opt.n, opt, run);
     if (opt.has("transfers")) day03::run_transfers(opt, run.table());
   }
   return run.finish(sweep ? std::string(kDay) + "_sweep" : kDay, verdict_extra);

@@ -1,8 +1,11 @@
 // day03 GPU tests: every variant and every type at awkward sizes with fresh seeded random inputs
 // and the outputs poisoned first; misaligned pointers; in place; the fused SiLU against the
-// unfused chains and the CPU; the stream pipeline and the column copies; bad sizes.
+// unfused chains and the CPU; the diffusion step's two variants at every type against the CPU;
+// the stream pipeline and the column copies; bad sizes and arguments.
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -278,4 +281,131 @@ TEST_CASE("column copy: per element and cudaMemcpy2D both copy column 0", "[gpu]
   d_col.poison();
   day03::copy_column_2d(host.data(), 5, 9, d_col.data());
   CHECK(d_col.download() == std::vector<float>{0.0f, 9.0f, 18.0f, 27.0f, 36.0f});
+}
+
+// ---- the diffusion denoising step ----
+namespace {
+
+// (abar, w): the default; a small abar (x0 up to 20, so the blend cancels and the clamp bites
+// often); no noise left with the new frame only; the previous frame only.
+const std::vector<day03::DiffusionStep> kSteps = {{0.5, 0.8}, {0.01, 0.35}, {1.0, 1.0}, {0.9, 0.0}};
+
+// One case: fresh inputs, x_t, eps, prev and out used from element offsets off[0..3] of their
+// buffers (1 = a pointer the 16-byte path must refuse), out, t and u poisoned with NaN, the result
+// checked against diffusion_cpu with the variant's allowance. in_place: out is prev.
+template <typename T>
+void check_diffusion_case(const day03::DiffusionVariant<T>& v, int64_t n, uint64_t seed,
+                          const day03::DiffusionStep& step, const std::array<int, 4>& off,
+                          bool in_place = false) {
+  std::vector<T> x = day03::random_input<T>(n + off[0], seed);
+  std::vector<T> e = day03::random_input<T>(n + off[1], seed + 1);
+  std::vector<T> p = day03::random_input<T>(n + off[2], seed + 2);
+  gpu100::DeviceBuffer<T> d_x(n + off[0]), d_e(n + off[1]), d_p(n + off[2]), d_out(n + off[3]);
+  gpu100::DeviceBuffer<T> d_t(n), d_u(n);
+  d_x.upload(x);
+  d_e.upload(e);
+  d_p.upload(p);
+  d_out.poison();
+  d_t.poison();
+  d_u.poison();
+  x.erase(x.begin(), x.begin() + off[0]);  // the elements the launch sees
+  e.erase(e.begin(), e.begin() + off[1]);
+  p.erase(p.begin(), p.begin() + off[2]);
+  std::vector<T> ref(n);
+  day03::diffusion_cpu(x.data(), e.data(), p.data(), ref.data(), n, step);
+  T* out = in_place ? d_p.data() + off[2] : d_out.data() + off[3];
+  v.launch(d_x.data() + off[0], d_e.data() + off[1], d_p.data() + off[2], out, d_t.data(),
+           d_u.data(), n, step, nullptr);
+  sync_check();
+  std::vector<T> got(n);
+  CUDA_CHECK(cudaMemcpy(got.data(), out, n * sizeof(T), cudaMemcpyDeviceToHost));
+  const gpu100::CompareResult cmp = day03::check_diffusion(x, e, p, ref, got, step, v.roundings);
+  INFO(cmp.summary());
+  REQUIRE(cmp.ok);
+}
+
+}  // namespace
+
+TEST_CASE("diffusion: every variant at every type matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // 1; 3 (less than one pack); 4097 (one past a fp32 tile of 4096 elements, a tail of 1);
+  // 1000003 (many tiles, a tail of 3 in fp32 and 3 in the 16-bit types).
+  uint64_t seed = 8000;
+  day03::for_each_diffusion_type([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (const auto& v : day03::diffusion_variants<T>()) {
+      for (int64_t n : gpu100::test_sizes({1, 3, 4097, 1000003})) {
+        for (const auto& step : kSteps) {
+          INFO(v.name << " " << day03::precision_name<T>() << ", n = " << n
+                      << ", abar = " << step.abar << ", w = " << step.w);
+          seed += 3;
+          check_diffusion_case<T>(v, n, seed, step, {0, 0, 0, 0});
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("diffusion: pointers offset by one element take the scalar path and stay correct",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // x_t off; out off; all four off by one element (2 or 4 bytes: no longer 16-byte aligned).
+  const std::array<int, 4> offsets[] = {{1, 0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1, 1}};
+  uint64_t seed = 9000;
+  day03::for_each_diffusion_type([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (const auto& v : day03::diffusion_variants<T>()) {
+      for (const auto& off : offsets) {
+        for (int64_t n : gpu100::test_sizes({3, 4097, 1000003})) {
+          INFO(v.name << " " << day03::precision_name<T>() << ", offsets " << off[0] << ","
+                      << off[1] << "," << off[2] << "," << off[3] << ", n = " << n);
+          seed += 3;
+          check_diffusion_case<T>(v, n, seed, kSteps[1], off);
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("diffusion: in place, the new frame written over prev", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 10000;
+  day03::for_each_diffusion_type([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (const auto& v : day03::diffusion_variants<T>()) {
+      for (int64_t n : gpu100::test_sizes({4097, 1000003})) {
+        INFO(v.name << " " << day03::precision_name<T>() << ", n = " << n);
+        seed += 3;
+        check_diffusion_case<T>(v, n, seed, kSteps[0], {0, 0, 0, 0}, /*in_place=*/true);
+      }
+    }
+  });
+}
+
+TEST_CASE("diffusion: bad n, abar, w and missing scratch are rejected, and nothing is written",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  day03::for_each_diffusion_type([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gpu100::DeviceBuffer<T> d(4);
+    d.poison();
+    sync_check();
+    T* q = d.data();
+    for (const auto& v : day03::diffusion_variants<T>()) {
+      INFO(v.name << " " << day03::precision_name<T>());
+      v.launch(q, q, q, q, q, q, 0, {}, nullptr);  // n = 0: nothing to do
+      CHECK_THROWS_AS(v.launch(q, q, q, q, q, q, -5, {}, nullptr), std::invalid_argument);
+      for (const day03::DiffusionStep bad : std::vector<day03::DiffusionStep>{
+               {0.0, 0.5}, {1.5, 0.5}, {nan, 0.5}, {0.5, -0.1}, {0.5, 1.1}, {0.5, nan}}) {
+        CHECK_THROWS_AS(v.launch(q, q, q, q, q, q, 4, bad, nullptr), std::invalid_argument);
+      }
+    }
+    CHECK_THROWS_AS(day03::diffusion_chain<T>(q, q, q, q, nullptr, q, 4, {}, nullptr),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(day03::diffusion_chain<T>(q, q, q, q, q, nullptr, 4, {}, nullptr),
+                    std::invalid_argument);
+    sync_check();
+    for (const T& x : d.download()) CHECK(std::isnan(gpu100::to_double(x)));  // untouched
+  });
 }

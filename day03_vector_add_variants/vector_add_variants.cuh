@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/compare.hpp"
 #include "common/half.hpp"
 #include "common/random.hpp"
 #include "vector_add.cuh"  // day02: vector_add_v1, vector_add_cub, vector_add_cpu, Variant
@@ -130,6 +131,99 @@ const std::vector<SiluVariant>& silu_variants();  // fused first
 // rounds once more.
 constexpr double kSiluAbsTol = 1e-6;
 constexpr double kSiluRelTol = 1e-6;
+
+// ---- one denoising step of a diffusion sampler, with temporal blending ----
+// Elementwise over a frame: x_t is the noisy sample, eps the noise the model predicted, prev the
+// previous frame's output.
+//   x0  = (x_t - sqrt(1 - abar) * eps) / sqrt(abar)     the predicted clean sample
+//   out = clamp(w * x0 + (1 - w) * prev, -1, 1)          blended with the previous frame
+// abar (the step's cumulative alpha-bar) must be in (0, 1] and w in [0, 1]: anything else, NaN
+// included, throws std::invalid_argument (before any CUDA call, in the launchers).
+// Storage type T: float, __half or __nv_bfloat16 (instantiated for those only); the math is fp32
+// on the GPU and double on the CPU. fp16 holds at most 65504: for abar below about 1e-9, x0 can
+// pass that and the chain's intermediates overflow.
+struct DiffusionStep {
+  double abar = 0.5;
+  double w = 0.8;
+};
+void check_diffusion_step(const DiffusionStep& step, const char* who);
+
+// The CPU reference: double math on the stored input values, rounded once to T (round to nearest
+// even; __double2half and __double2bfloat16 round once, with no detour through float).
+template <typename T>
+void diffusion_cpu(const T* x_t, const T* eps, const T* prev, T* out, int64_t n,
+                   const DiffusionStep& step);
+
+// Every launcher takes two scratch arrays t and u of n elements (diffusion_fused ignores them;
+// they must not overlap the other arrays). out may be one of the inputs exactly (in place, e.g.
+// out == prev); otherwise the rules of the adds above hold.
+template <typename T>
+using DiffusionFn = void (*)(const T* x_t, const T* eps, const T* prev, T* out, T* t, T* u,
+                             int64_t n, DiffusionStep step, cudaStream_t stream);
+//   diffusion_chain  7 kernels, one per operation, each writing its result as T:
+//                    t = s eps; u = x_t - t; t = u / r; u = (1 - w) prev; out = w t;
+//                    t = out + u; out = clamp(t)  (s = sqrt(1 - abar), r = sqrt(abar))
+//                    2 + 3 + 2 + 2 + 2 + 3 + 2 = 16 arrays of n elements moved
+//   diffusion_fused  one kernel: reads x_t, eps, prev, writes out: 4 arrays
+template <typename T>
+void diffusion_chain(const T* x_t, const T* eps, const T* prev, T* out, T* t, T* u, int64_t n,
+                     DiffusionStep step, cudaStream_t stream);
+template <typename T>
+void diffusion_fused(const T* x_t, const T* eps, const T* prev, T* out, T* t, T* u, int64_t n,
+                     DiffusionStep step, cudaStream_t stream);
+
+// The storage types of the step, in table order: fp32, fp16, bf16.
+template <typename F>
+void for_each_diffusion_type(F&& f) {
+  f(TypeTag<float>{});
+  f(TypeTag<__half>{});
+  f(TypeTag<__nv_bfloat16>{});
+}
+
+template <typename T>
+struct DiffusionVariant {
+  const char* name;
+  const char* description;
+  int kernels;       // launches per call
+  int arrays_moved;  // arrays of n elements read or written in all, over all its kernels
+  int roundings;     // times a value is rounded to T on its way to out (the tolerance's k)
+  DiffusionFn<T> launch;
+};
+template <typename T>
+const std::vector<DiffusionVariant<T>>& diffusion_variants();  // the chain, then the fused kernel
+
+// The tolerance (README.md, "Tolerances", derives it). The blend can cancel (w x0 against
+// (1 - w) prev) and at a small abar x0 is large (up to 2 / sqrt(abar) for inputs in [-1, 1]), so
+// the roundings scale with the terms out is made of, not with |out|:
+//   M = w (|x_t| + sqrt(1 - abar) |eps|) / sqrt(abar) + (1 - w) |prev|    (>= |out| unclamped)
+// An element passes when |got - ref| <= 1e-6 (1 + M) + (k + 2) u M, u the unit roundoff of T
+// (2^-24 fp32, 2^-11 fp16, 2^-8 bf16) and k the variant's roundings to T. To first order the
+// chain's six roundings reach 5 u M and the fused kernel's one u M; the reference, rounded once,
+// adds u M; 1e-6 M covers the fp32 math and coefficients (about 9 x 2^-24 M), 1e-6 fp16's
+// subnormals (2^-25 per rounding), and the last u M is slack for the second-order terms.
+template <typename T>
+constexpr double unit_roundoff() {
+  if constexpr (std::is_same_v<T, __half>) {
+    return 0x1p-11;
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return 0x1p-8;
+  } else {
+    static_assert(std::is_same_v<T, float>, "the diffusion step is fp32, fp16 or bf16");
+    return 0x1p-24;
+  }
+}
+constexpr double kDiffusionTol = 1e-6;
+double diffusion_magnitude(double x_t, double eps, double prev, const DiffusionStep& step);
+template <typename T>
+double diffusion_allowance(double magnitude, int roundings) {
+  return kDiffusionTol * (1.0 + magnitude) + (roundings + 2) * unit_roundoff<T>() * magnitude;
+}
+// got against ref element by element with that allowance (gpu100::record).
+template <typename T>
+gpu100::CompareResult check_diffusion(const std::vector<T>& x_t, const std::vector<T>& eps,
+                                      const std::vector<T>& prev, const std::vector<T>& ref,
+                                      const std::vector<T>& got, const DiffusionStep& step,
+                                      int roundings);
 
 // ---- transfers ----
 // The chunks of a pipeline: `chunks` ranges covering [0, n), each a multiple of 256 elements
