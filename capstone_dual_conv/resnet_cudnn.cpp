@@ -30,6 +30,7 @@
 #include "common/device_info.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "conv_day.hpp"
 #include "cudnn_conv_plan.hpp"
 #include "resnet_arena.hpp"
 #endif
@@ -163,16 +164,12 @@ Layer make_layer(const ConvBn& cb, bool relu, bool bf16_layout) {
     return l;
   }
   l.c_in = (C + kStemChannels - 1) / kStemChannels * kStemChannels;
-  std::vector<float> krsc(size_t(K) * R * R * l.c_in, 0.f);  // channels C .. c_in - 1 stay zero
-  for (int k = 0; k < K; ++k)
-    for (int c = 0; c < C; ++c)
-      for (int r = 0; r < R; ++r)
-        for (int s = 0; s < R; ++s) {
-          krsc[((size_t(k) * R + r) * R + s) * l.c_in + c] =
-              f.w[((size_t(k) * C + c) * R + r) * R + s];
-        }
+  // KCRS fp32 -> KRSC bf16, channels C .. c_in - 1 zero (day08's host conversion).
+  day08::ConvShape cs;
+  cs.k = K, cs.c = C, cs.r = cs.s = R;
+  const std::vector<bf16> krsc = day08::to_krsc_bf16(cs, f.w, l.c_in);
   l.w16 = gpu100::DeviceBuffer<bf16>(krsc.size());
-  l.w16.upload(gpu100::convert_from_float<bf16>(krsc));
+  l.w16.upload(krsc);
   l.b16 = gpu100::DeviceBuffer<bf16>(f.b.size());
   l.b16.upload(gpu100::convert_from_float<bf16>(f.b));
   l.bias.set(CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, 1, K, 1, 1);

@@ -12,6 +12,7 @@
 #include "common/half.hpp"
 #include "common/math.hpp"
 #include "conv.hpp"
+#include "conv_day.hpp"
 #include "gemm.hpp"
 #include "resnet_net.hpp"
 
@@ -34,18 +35,6 @@ day08::ConvShape conv_shape(const ConvSpec& s, int c_in, int n, int h, int w) {
   cs.n = n, cs.c = c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = s.r, cs.s = s.r;
   cs.stride = s.stride, cs.pad = s.pad, cs.dilation = 1;
   return cs;
-}
-
-// KCRS fp32 -> KRSC bf16 with the input channels zero-padded to c_pad.
-std::vector<bf16> to_krsc_bf16(const std::vector<float>& w, const ConvSpec& s, int c_pad) {
-  std::vector<bf16> out(size_t(s.c_out) * s.r * s.r * c_pad, static_cast<bf16>(0.f));
-  for (int k = 0; k < s.c_out; ++k)
-    for (int c = 0; c < s.c_in; ++c)
-      for (int rs = 0; rs < s.r * s.r; ++rs) {
-        out[(size_t(k) * s.r * s.r + rs) * c_pad + c] =
-            static_cast<bf16>(w[(size_t(k) * s.c_in + c) * s.r * s.r + rs]);
-      }
-  return out;
 }
 
 }  // namespace
@@ -80,7 +69,9 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
     l.bias = gpu100::DeviceBuffer<float>(f.b.size());
     l.bias.upload(f.b);
     if (bf) {
-      const std::vector<bf16> w16 = to_krsc_bf16(f.w, spec, l.c_in);
+      // KCRS fp32 -> KRSC bf16, the stem's input channels zero-padded (day08's host conversion).
+      const std::vector<bf16> w16 =
+          day08::to_krsc_bf16(conv_shape(spec, spec.c_in, 1, 1, 1), f.w, l.c_in);
       l.w16 = gpu100::DeviceBuffer<bf16>(w16.size());
       l.w16.upload(w16);
     } else {

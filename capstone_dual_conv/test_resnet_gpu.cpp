@@ -17,6 +17,7 @@
 #include "common/half.hpp"
 #include "common/random.hpp"
 #include "conv.hpp"
+#include "conv_day.hpp"
 #include "resnet.hpp"
 #include "resnet_net.hpp"
 
@@ -134,30 +135,6 @@ const std::vector<ConvCase> kConvCases = {{2, 16, 9, 11, 32, 3, 1, 1, true, true
                                           {1, 3, 23, 17, 64, 7, 2, 3, false, true},
                                           {2, 64, 5, 5, 128, 3, 1, 1, true, false}};
 
-// NCHW [n, c, h, w] -> NHWC [n, h, w, c_pad] (zero channels past c), as bf16.
-std::vector<bf16> nhwc_bf16(const std::vector<float>& x, int n, int c, int h, int w, int c_pad) {
-  std::vector<bf16> out(size_t(n) * h * w * c_pad, static_cast<bf16>(0.f));
-  for (int i = 0; i < n; ++i)
-    for (int ci = 0; ci < c; ++ci)
-      for (int j = 0; j < h * w; ++j) {
-        out[(size_t(i) * h * w + j) * c_pad + ci] =
-            static_cast<bf16>(x[(size_t(i) * c + ci) * h * w + j]);
-      }
-  return out;
-}
-
-// NHWC [n, h, w, c] bf16 -> NCHW floats.
-std::vector<float> nchw_float(const std::vector<bf16>& y, int n, int c, int h, int w) {
-  std::vector<float> out(y.size());
-  for (int i = 0; i < n; ++i)
-    for (int ci = 0; ci < c; ++ci)
-      for (int j = 0; j < h * w; ++j) {
-        out[(size_t(i) * c + ci) * h * w + j] =
-            static_cast<float>(y[(size_t(i) * h * w + j) * c + ci]);
-      }
-  return out;
-}
-
 // One convolution's operands in both layouts, with values rounded to bf16 when `bf16_in` (so
 // the CPU reference sees what the bf16 kernel reads).
 struct ConvData {
@@ -232,11 +209,15 @@ void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
   for (int i = 0; i < count; ++i) {
     data.emplace_back(cc, seed + 10 * i, true);
     const ConvData& d = data.back();
-    const std::vector<bf16> x = nhwc_bf16(d.x, cc.n, cc.c, cc.h, cc.w, c_pad);
-    // KCRS -> KRSC: the filters are [k][c][r][s], an "image" of k planes of c channels.
-    const std::vector<bf16> w = nhwc_bf16(d.cv.w, cc.k, cc.c, cc.r, cc.r, c_pad);
+    // day08's host conversions: x NCHW -> NHWC, w KCRS -> KRSC (channels padded to c_pad), and
+    // the residual [n, k, P, Q] -> NPQK (an "input" of k channels at P x Q).
+    const day08::ConvShape cs = shape_of(cc, cc.c);
+    day08::ConvShape rs = cs;
+    rs.c = cc.k, rs.h = P, rs.w = Q;
+    const std::vector<bf16> x = day08::to_nhwc_bf16(cs, d.x, c_pad);
+    const std::vector<bf16> w = day08::to_krsc_bf16(cs, d.cv.w, c_pad);
     const std::vector<bf16> res =
-        cc.residual ? nhwc_bf16(d.res, cc.n, cc.k, P, Q, cc.k) : std::vector<bf16>(1);
+        cc.residual ? day08::to_nhwc_bf16(rs, d.res) : std::vector<bf16>(1);
     for (const auto* v : {&x, &w, &res}) {
       bufs.emplace_back(v->size());
       bufs.back().upload(*v);
@@ -252,7 +233,8 @@ void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
   day08::conv2d_fused_bf16_nhwc(shape_of(cc, c_pad), g);
   sync_check();
   for (int i = 0; i < count; ++i) {
-    const std::vector<float> got = nchw_float(bufs[4 * i + 3].download(), cc.n, cc.k, P, Q);
+    const std::vector<float> got =
+        day08::npqk_to_nkpq(shape_of(cc, c_pad), bufs[4 * i + 3].download());
     // The inputs are the rounded values the reference sees: only fp32 summation and the output's
     // rounding to bf16 (2^-9 relative) remain.
     const auto cmp = gpu100::compare(data[i].reference(cc), got, 1e-4, 1.0 / 256);

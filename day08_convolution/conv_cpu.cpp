@@ -84,28 +84,36 @@ void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float*
 }
 
 namespace {
-// out[a][i][b] = bf16(in[a][b][i]): the middle axis (channels) moved innermost.
+// out[a][i][b] = bf16(in[a][b][i]): the middle axis (channels) moved innermost, padded with zeros
+// from `channels` to `out_channels`.
 std::vector<__nv_bfloat16> channels_last_bf16(const std::vector<float>& in, size_t outer,
-                                              size_t channels, size_t inner) {
+                                              size_t channels, size_t inner, size_t out_channels) {
   if (in.size() != outer * channels * inner) {
     throw std::invalid_argument("channels_last_bf16: the vector does not match the shape");
   }
-  std::vector<__nv_bfloat16> out(in.size());
+  if (out_channels < channels) throw std::invalid_argument("channels_last_bf16: c_pad < C");
+  std::vector<__nv_bfloat16> out(outer * inner * out_channels, __float2bfloat16(0.f));
   for (size_t a = 0; a < outer; ++a)
     for (size_t b = 0; b < channels; ++b)
       for (size_t i = 0; i < inner; ++i) {
-        out[(a * inner + i) * channels + b] = __float2bfloat16(in[(a * channels + b) * inner + i]);
+        out[(a * inner + i) * out_channels + b] =
+            __float2bfloat16(in[(a * channels + b) * inner + i]);
       }
   return out;
 }
+size_t padded(const ConvShape& s, int c_pad) {
+  return size_t(c_pad > 0 ? c_pad : s.c);
+}
 }  // namespace
 
-std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw) {
-  return channels_last_bf16(x_nchw, size_t(s.n), size_t(s.c), size_t(s.h) * s.w);
+std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw,
+                                        int c_pad) {
+  return channels_last_bf16(x_nchw, size_t(s.n), size_t(s.c), size_t(s.h) * s.w, padded(s, c_pad));
 }
 
-std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs) {
-  return channels_last_bf16(w_kcrs, size_t(s.k), size_t(s.c), size_t(s.r) * s.s);
+std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs,
+                                        int c_pad) {
+  return channels_last_bf16(w_kcrs, size_t(s.k), size_t(s.c), size_t(s.r) * s.s, padded(s, c_pad));
 }
 
 std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk) {

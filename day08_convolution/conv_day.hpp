@@ -173,9 +173,12 @@ std::string to_string(const ConvShape& s);  // "N=64 C=64 56x56 K=64 3x3 s1 p1"
 void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float* bias, double* y);
 // The layout changes of the bf16 NHWC variants, on the host: NCHW fp32 -> NHWC bf16 (x),
 // KCRS fp32 -> KRSC bf16 (w), each value rounded to nearest; and a bf16 NPQK output back to fp32
-// NKPQ (to compare it with the reference).
-std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw);
-std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs);
+// NKPQ (to compare it with the reference). With c_pad > s.c the channels are padded with zeros
+// to c_pad (a 3-channel image for a kernel that reads 8 channels at a time).
+std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw,
+                                        int c_pad = 0);
+std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs,
+                                        int c_pad = 0);
 std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk);
 double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const float* bias, int n,
                      int k, int p, int q);

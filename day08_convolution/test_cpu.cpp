@@ -186,6 +186,13 @@ TEST_CASE("the bf16 NHWC layout conversions move channels innermost and round to
   const auto y = gpu100::convert_from_float<__nv_bfloat16>({10, 20, 11, 21, 12, 22});
   REQUIRE(day08::npqk_to_nkpq(s, y) == std::vector<float>{10, 11, 12, 20, 21, 22});
   CHECK_THROWS_AS(day08::to_krsc_bf16(s, w), std::invalid_argument);  // 8 values, not 4
+  // Padded to 3 channels: every pixel (and filter tap) gets a zero third channel.
+  s.r = 1, s.s = 2;
+  const std::vector<float> want_x3 = {1, 4, 0, 2, 5, 0, 3, 1, 0};
+  REQUIRE(gpu100::convert_to_float(day08::to_nhwc_bf16(s, x, 3)) == want_x3);
+  const std::vector<float> want_w3 = {1, 3, 0, 2, 4, 0, 5, 7, 0, 6, 1.0078125f, 0};
+  REQUIRE(gpu100::convert_to_float(day08::to_krsc_bf16(s, w, 3)) == want_w3);
+  CHECK_THROWS_AS(day08::to_nhwc_bf16(s, x, 1), std::invalid_argument);  // c_pad < C
 }
 
 TEST_CASE("v6 refuses C not a multiple of 8 and unaligned pointers before any CUDA call", "[cpu]") {
