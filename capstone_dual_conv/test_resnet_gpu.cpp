@@ -323,9 +323,11 @@ TEST_CASE("resnet: MC-ResNet18, every precision x trunks mode, matches the CPU r
   GPU100_REQUIRE_GPU();
   const NetWeights wts = random_net_weights(Model::kMcResNet18, 5);
   uint64_t seed = 500;
-  // N = 1 and 3 at odd and square sizes; 17 x 23 and 1 x 1 also run under the sanitizers.
+  // N = 1 and 3 at each of the odd and square sizes; 17 x 23 and 1 x 1 also run under the
+  // sanitizers.
   for (const auto& [n, h, w] :
-       {std::tuple{1, 33, 47}, std::tuple{3, 64, 64}, std::tuple{1, 97, 131}, std::tuple{1, 17, 23},
+       {std::tuple{1, 33, 47}, std::tuple{3, 33, 47}, std::tuple{1, 64, 64}, std::tuple{3, 64, 64},
+        std::tuple{1, 97, 131}, std::tuple{3, 97, 131}, std::tuple{1, 17, 23},
         std::tuple{2, 1, 1}}) {
     if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) continue;  // sanitizer runs
     const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, seed += 10);
