@@ -44,6 +44,8 @@ void declare_flags(gpu100::ArgParser& args) {
   args.add_string("trunks", "sequential, streams, dual, comma-separated (MC-ResNet18)",
                   "sequential,streams,dual");
   args.add_flag("no-library", "leave out the cuDNN rows");
+  args.add_flag("no-graph", "leave out the rows replayed as a CUDA graph");
+  args.add_flag("layers", "print each own row's time per layer kind (one sequential forward)");
   args.add_string("weights", "a weights file (scripts/export_weights.py); default: --seed", "");
   args.add_string("input", "an input batch file (its N, H and W replace --batch, --h, --w)", "");
   args.add_string("output", "write the logits of the first row that runs to this file", "");
@@ -83,6 +85,7 @@ std::vector<std::string> select_rows(const gpu100::ArgParser& args, Model model,
   for (const NetRow& r : net_rows()) {
     const bool p = std::find(precisions.begin(), precisions.end(), r.precision) != precisions.end();
     const bool t = r.library ? !args.get_flag("no-library")
+                   : r.graph ? !args.get_flag("no-graph")
                              : std::find(trunks.begin(), trunks.end(), r.trunks) != trunks.end();
     if (gpu100::selected(variants, r.name) && (variants.empty() ? p && t : true)) {
       rows.push_back(r.name);
@@ -133,6 +136,7 @@ int run(int argc, char** argv) {
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (gpu100::list_requested(args, net_rows())) return gpu100::kExitOk;
   NetOptions opt = read_options(args);
+  const bool args_layers = args.get_flag("layers");
   // Files before any GPU call: a bad one is one line and exit 2.
   const NetWeights wts = opt.weights.empty() ? random_net_weights(opt.model, opt.common.seed)
                                              : load_net_weights(opt.weights, opt.model);
@@ -159,6 +163,7 @@ int run(int argc, char** argv) {
     const auto in = images.upload(n);
     std::vector<const float*> ptrs;
     for (const auto& b : in) ptrs.push_back(b.data());
+    if (args_layers) print_layer_breakdown(opt, wts, ptrs, n, images.h(), images.w());
     std::vector<ResultRow> rows;
     for (const NetRow& row : net_rows()) {
       if (std::find(opt.rows.begin(), opt.rows.end(), row.name) == opt.rows.end()) continue;

@@ -47,6 +47,12 @@ const std::vector<NetRow>& net_rows() {
        Trunks::kStreams, false},
       {"own_bf16_dual", "bf16 NHWC, one launch for both trunks per layer (stems included)",
        Precision::kBf16, Trunks::kDual, false},
+      {"own_fp32_graph", "fp32, dual (one trunk: sequential), replayed as one CUDA graph",
+       Precision::kFp32, Trunks::kDual, false, true},
+      {"own_tf32_graph", "TF32, dual (one trunk: sequential), replayed as one CUDA graph",
+       Precision::kTf32, Trunks::kDual, false, true},
+      {"own_bf16_graph", "bf16, dual (one trunk: sequential), replayed as one CUDA graph",
+       Precision::kBf16, Trunks::kDual, false, true},
       {"cudnn_fp32", "cuDNN conv+bias+residual+ReLU (FMA math), cuBLAS FC", Precision::kFp32,
        Trunks::kSequential, true},
       {"cudnn_tf32", "cuDNN with tensor-op math on fp32 data (TF32)", Precision::kTf32,
@@ -105,8 +111,11 @@ struct AnyNet {
   std::unique_ptr<Net> own;
   std::unique_ptr<CudnnNet> lib;
   void plan(int n, int h, int w) { own ? own->plan(n, h, w) : lib->plan(n, h, w); }
+  bool graph = false;
   void forward(const std::vector<const float*>& in, int n, int h, int w, float* logits) {
-    if (own) {
+    if (own && graph) {
+      own->forward_graph(in, n, h, w, logits);
+    } else if (own) {
       own->forward(in, n, h, w, logits);
     } else {
       lib->forward(in, logits);
@@ -150,7 +159,10 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
     if (row.library) {
       net.lib = std::make_unique<CudnnNet>(wts, row.precision);
     } else {
-      net.own = std::make_unique<Net>(wts, row.precision, row.trunks);
+      const bool one_trunk = trunk_channels(opt.model).size() == 1;
+      net.own =
+          std::make_unique<Net>(wts, row.precision, one_trunk ? Trunks::kSequential : row.trunks);
+      net.graph = row.graph;
     }
     net.plan(n, h, w);
   } catch (const capstone::NotAvailable& e) {
@@ -182,10 +194,44 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
   r.metrics = {{"images/s", n / (tm.median_ms * 1e-3)},
                {"arena MB", net.arena_bytes() / 1e6},
                {"device MB", free_before > free_after ? (free_before - free_after) / 1e6 : 0.0}};
+  if (net.lib) r.note = net.lib->describe();
   for (const NetRow& lib : net_rows()) {  // the library row of the same precision
     if (!row.library && lib.library && lib.precision == row.precision) r.library = lib.name;
   }
   return r;
+}
+
+void print_layer_breakdown(const NetOptions& opt, const NetWeights& wts,
+                           const std::vector<const float*>& inputs, int n, int h, int w) {
+  gpu100::DeviceBuffer<float> logits(size_t(n) * wts.classes);
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
+    const bool wanted = std::any_of(opt.rows.begin(), opt.rows.end(), [&](const std::string& r) {
+      return r.rfind(std::string("own_") + gpu100::to_string(p), 0) == 0;
+    });
+    if (!wanted) continue;
+    Net net(wts, p, Trunks::kSequential);
+    const std::vector<Net::StepTime> steps = net.profile(inputs, n, h, w, logits.data());
+    struct Sum {
+      int count = 0;
+      double ms = 0, flops = 0;
+    };
+    std::vector<std::pair<std::string, Sum>> kinds;  // in first-seen order
+    double total = 0;
+    for (const auto& st : steps) {
+      auto it =
+          std::find_if(kinds.begin(), kinds.end(), [&](auto& k) { return k.first == st.kind; });
+      if (it == kinds.end()) it = kinds.insert(kinds.end(), {st.kind, Sum{}});
+      it->second.count++, it->second.ms += st.ms, it->second.flops += st.flops;
+      total += st.ms;
+    }
+    fmt::print("layers, {} sequential, N={} {}x{} (one forward, events between steps): {:.3f} ms\n",
+               gpu100::to_string(p), n, h, w, total);
+    for (const auto& [kind, sum] : kinds) {
+      fmt::print("  {:<16} x{:<3} {:9.3f} ms  {:5.1f}%  {}\n", kind, sum.count, sum.ms,
+                 100 * sum.ms / total,
+                 sum.flops > 0 ? fmt::format("{:.1f} TFLOP/s", sum.flops / (sum.ms * 1e9)) : "-");
+    }
+  }
 }
 
 }  // namespace capstone::resnet

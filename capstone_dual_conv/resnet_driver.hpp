@@ -20,6 +20,8 @@ struct NetRow {
   gpu100::Precision precision;
   Trunks trunks;
   bool library;
+  // Replayed as one CUDA graph (Net::forward_graph), the trunks dual (sequential for one trunk).
+  bool graph = false;
 };
 const std::vector<NetRow>& net_rows();
 
@@ -64,5 +66,10 @@ class Images {
 gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
                               Images& images, const std::vector<const float*>& inputs, int n,
                               gpu100::DayRun& run, bool strict, std::vector<float>* logits_out);
+
+// --layers: for each selected precision, one sequential forward of our network with an event
+// between steps, printed as time per layer kind (count, ms, share of the forward, TFLOP/s).
+void print_layer_breakdown(const NetOptions& opt, const NetWeights& wts,
+                           const std::vector<const float*>& inputs, int n, int h, int w);
 
 }  // namespace capstone::resnet

@@ -122,6 +122,9 @@ Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
 }
 
 Net::~Net() {
+  if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+  if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  if (capture_ != nullptr) cudaStreamDestroy(capture_);
   for (int i = 0; i < 2; ++i) {
     if (side_[i] != nullptr) cudaStreamDestroy(side_[i]);
     if (join_[i] != nullptr) cudaEventDestroy(join_[i]);
@@ -357,6 +360,85 @@ void Net::forward(const std::vector<const float*>& inputs, int n, int h, int w, 
     for (int t = 0; t < int(trunk_.size()); ++t) run_trunk(t, n, inputs, stream);
   }
   fc(n, logits, stream);
+}
+
+void Net::forward_graph(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
+                        cudaStream_t stream) {
+  std::vector<const void*> key(inputs.begin(), inputs.end());
+  key.push_back(logits);
+  for (int v : {n, h, w}) key.push_back(reinterpret_cast<const void*>(intptr_t(v)));
+  if (graph_exec_ == nullptr || key != graph_key_) {
+    // Everything a capture must not do (allocate, tune, synchronise) happens in this eager run.
+    forward(inputs, n, h, w, logits, stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (graph_exec_ != nullptr) CUDA_CHECK(cudaGraphExecDestroy(graph_exec_));
+    if (graph_ != nullptr) CUDA_CHECK(cudaGraphDestroy(graph_));
+    graph_exec_ = nullptr, graph_ = nullptr;
+    // Capture needs a stream other than the legacy default one.
+    if (capture_ == nullptr)
+      CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    try {
+      forward(inputs, n, h, w, logits, capture_);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(capture_, &broken);  // leave the stream usable
+      if (broken != nullptr) cudaGraphDestroy(broken);
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(capture_, &graph_));
+    CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0));
+    graph_key_ = key;
+  }
+  CUDA_CHECK(cudaGraphLaunch(graph_exec_, stream));
+}
+
+namespace {
+std::string step_kind(const ConvSpec& s, bool stem) {
+  if (stem) return fmt::format("stem {}x{}/{}", s.r, s.r, s.stride);
+  return fmt::format("{} {}x{}/{}", s.r == 1 ? "shortcut" : "conv", s.r, s.r, s.stride);
+}
+}  // namespace
+
+std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs, int n, int h,
+                                        int w, float* logits) {
+  forward(inputs, n, h, w, logits, nullptr);  // plans, tunes and warms up
+  std::vector<std::pair<StepTime, cudaEvent_t>> marks;
+  auto mark = [&](StepTime st) {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(e, nullptr));
+    marks.emplace_back(std::move(st), e);
+  };
+  mark({"start", 0, 0});
+  for (int t = 0; t < int(trunk_.size()); ++t) {
+    for (const Op& op : progs_[t].ops) {
+      run_op(t, op, n, inputs, nullptr);
+      StepTime st;
+      if (op.kind == Op::kConv) {
+        const ConvSpec& s = trunk_[t].layers[op.layer].spec;
+        st.kind = step_kind(s, op.layer == 0);
+        st.flops = 2.0 * n * s.c_in * s.c_out * s.r * s.r * double(s.out(op.h)) * s.out(op.w);
+      } else {
+        st.kind = op.kind == Op::kConvert   ? "convert"
+                  : op.kind == Op::kMaxPool ? "max pool"
+                                            : "avg pool";
+      }
+      mark(st);
+    }
+  }
+  fc(n, logits, nullptr);
+  mark({"fc", 0, 2.0 * n * 512 * classes_ * double(trunk_.size())});
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<StepTime> out;
+  for (size_t i = 1; i < marks.size(); ++i) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i - 1].second, marks[i].second));
+    out.push_back(marks[i].first);
+    out.back().ms = ms;
+  }
+  for (auto& m : marks) cudaEventDestroy(m.second);
+  return out;
 }
 
 void Net::fc(int n, float* logits, cudaStream_t stream) {

@@ -59,6 +59,23 @@ class Net {
   void forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
                cudaStream_t stream = nullptr);
 
+  // The same forward replayed as one CUDA graph: the first call for these pointers and this shape
+  // runs forward() once (planning, and the GEMM's one-time tuning), captures it on an internal
+  // stream and instantiates the graph; later calls only launch it on `stream`. What the graph
+  // removes is the CPU's cost of issuing each kernel (about 60 launches per trunk).
+  void forward_graph(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
+                     cudaStream_t stream = nullptr);
+
+  // One timed sequential forward with an event between steps: the GPU time of each step, named
+  // by its kind ("stem 7x7/2", "conv 3x3/1", "conv 3x3/2", "shortcut 1x1/2", "max pool",
+  // "avg pool", "convert", "fc") and its FLOPs (0 for the pools). For the README's breakdown.
+  struct StepTime {
+    std::string kind;
+    double ms = 0, flops = 0;
+  };
+  std::vector<StepTime> profile(const std::vector<const float*>& inputs, int n, int h, int w,
+                                float* logits);
+
   int classes() const { return classes_; }
   Model model() const { return model_; }
   gpu100::Precision precision() const { return precision_; }
@@ -115,6 +132,11 @@ class Net {
   Arena arena_;
   int plan_n_ = 0, plan_h_ = 0, plan_w_ = 0;
   cudaStream_t side_[2] = {nullptr, nullptr};  // streams mode
+  // forward_graph: the captured forward and what it was captured for.
+  cudaStream_t capture_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  std::vector<const void*> graph_key_;
   cudaEvent_t fork_ = nullptr, join_[2] = {nullptr, nullptr};
 };
 

@@ -335,9 +335,11 @@ TEST_CASE("resnet: MC-ResNet18, every precision x trunks mode, matches the CPU r
   GPU100_REQUIRE_GPU();
   const NetWeights wts = random_net_weights(Model::kMcResNet18, 5);
   uint64_t seed = 500;
-  // N = 1 and 3 at odd and square sizes; 17 x 23 and 1 x 1 also run under the sanitizers.
+  // N = 1 and 3 at each of the odd and square sizes; 17 x 23 and 1 x 1 also run under the
+  // sanitizers.
   for (const auto& [n, h, w] :
-       {std::tuple{1, 33, 47}, std::tuple{3, 64, 64}, std::tuple{1, 97, 131}, std::tuple{1, 17, 23},
+       {std::tuple{1, 33, 47}, std::tuple{3, 33, 47}, std::tuple{1, 64, 64}, std::tuple{3, 64, 64},
+        std::tuple{1, 97, 131}, std::tuple{3, 97, 131}, std::tuple{1, 17, 23},
         std::tuple{2, 1, 1}}) {
     if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) continue;  // sanitizer runs
     const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, seed += 10);
@@ -393,4 +395,66 @@ TEST_CASE("resnet: a batch over the device memory is refused with its bytes, bef
   CHECK(gpu100::free_device_memory() + (size_t(64) << 20) >= before);
   CHECK_THROWS_AS(net.plan(0, 416, 544), gpu100::UsageError);
   CHECK_THROWS_AS(net.plan(1, 0, 544), gpu100::UsageError);
+}
+
+TEST_CASE("resnet: the forward replayed as a CUDA graph gives the eager forward's bits", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const NetWeights wts = random_net_weights(Model::kMcResNet18, 8);
+  const int n = 2, h = 29, w = 37;
+  if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) return;
+  const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, 800);
+  std::vector<gpu100::DeviceBuffer<float>> d;
+  std::vector<const float*> ptrs;
+  for (const auto& x : inputs) {
+    d.emplace_back(x.size());
+    d.back().upload(x);
+    ptrs.push_back(d.back().data());
+  }
+  for (gpu100::Precision p : kPrecisions)
+    for (Trunks t : kTrunks) {
+      INFO(gpu100::to_string(p) << ", " << to_string(t));
+      Net net(wts, p, t);
+      gpu100::DeviceBuffer<float> eager(size_t(n) * 15), graph(size_t(n) * 15);
+      net.forward(ptrs, n, h, w, eager.data());
+      for (int rep = 0; rep < 2; ++rep) {  // the capture, then a replay of it
+        graph.poison();
+        net.forward_graph(ptrs, n, h, w, graph.data());
+        sync_check();
+        REQUIRE(gpu100::compare_exact(eager.download(), graph.download()).ok);
+      }
+      // Another output pointer: captured again, the same bits.
+      gpu100::DeviceBuffer<float> other(size_t(n) * 15);
+      other.poison();
+      net.forward_graph(ptrs, n, h, w, other.data());
+      sync_check();
+      REQUIRE(gpu100::compare_exact(eager.download(), other.download()).ok);
+    }
+}
+
+TEST_CASE("resnet: the layer profile times every step and counts every FLOP", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const NetWeights wts = random_net_weights(Model::kMcResNet18, 9);
+  const int n = 1, h = 31, w = 23;
+  const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, 900);
+  std::vector<gpu100::DeviceBuffer<float>> d;
+  std::vector<const float*> ptrs;
+  for (const auto& x : inputs) {
+    d.emplace_back(x.size());
+    d.back().upload(x);
+    ptrs.push_back(d.back().data());
+  }
+  gpu100::DeviceBuffer<float> logits(15);
+  for (gpu100::Precision p : kPrecisions) {
+    Net net(wts, p, Trunks::kSequential);
+    const auto steps = net.profile(ptrs, n, h, w, logits.data());
+    double flops = 0;
+    int convs = 0;
+    for (const auto& st : steps) {
+      REQUIRE(st.ms >= 0);
+      flops += st.flops;
+      convs += st.kind.find("x") != std::string::npos ? 1 : 0;
+    }
+    CHECK(convs == 2 * 20);  // per trunk: the stem, 16 block convolutions, 3 shortcuts
+    CHECK(flops == Catch::Approx(net_flops(Model::kMcResNet18, h, w, 15)).epsilon(1e-9));
+  }
 }
