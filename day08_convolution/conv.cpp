@@ -315,6 +315,15 @@ void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGro
   }
 }
 
+bool winograd_takes(const ConvShape& s) {
+  return v7_refusal(s, false).empty();
+}
+
+void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g, cudaStream_t stream) {
+  check_group("conv2d_fused_winograd", s, g);
+  detail::conv2d_v7_group(s, g, stream);
+}
+
 // The bf16 fused form's kernel: v9 (wgmma) when the running GPU executes this build's sm_90a code
 // (gpu100::build_has asks the code the driver loaded, not the compute capability: an H100 running
 // an sm_80 build must take v6) and v9 takes the shape and the pointers; v6 (mma.sync) otherwise.

@@ -75,4 +75,17 @@ void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& 
 // current GPU (decided from the code the GPU runs, common/arch.hpp, and v9_refusal).
 bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g);
 
+// The fused form on Winograd F(2x2, 3x3) in fp32 (v7's kernel): 2.25x fewer multiply-adds than
+// the direct convolution, for 3x3 filters at stride 1 and dilation 1 only (winograd_takes). Its
+// filters are transformed once, ahead of the calls: winograd_transform_filters writes the
+// winograd_filter_floats(s) floats of U for the KCRS filters w, and each op[i].w of the group
+// passed to conv2d_fused_winograd points at such a U (only s.c and s.k matter to the transform).
+// The rounding error is larger than the direct convolution's (day08's tests allow 4x v4's).
+bool winograd_takes(const ConvShape& s);
+size_t winograd_filter_floats(const ConvShape& s);
+void winograd_transform_filters(const ConvShape& s, const float* w, float* u,
+                                cudaStream_t stream = nullptr);
+void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g,
+                           cudaStream_t stream = nullptr);
+
 }  // namespace day08

@@ -104,4 +104,13 @@ void conv2d_v7_winograd(const ConvShape& s, const float* x, const float* w, cons
   wino::launch<FmaEngine>(s, x, w, bias, y, stream);
 }
 
+namespace detail {
+void conv2d_v7_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
+  if (const std::string why = v7_refusal(s, false); !why.empty()) {
+    throw std::invalid_argument("conv2d_fused_winograd: " + why);
+  }
+  wino::launch_group<FmaEngine>(s, grp, stream);
+}
+}  // namespace detail
+
 }  // namespace day08

@@ -138,6 +138,8 @@ namespace detail {
 // arguments; v6's and v9's check their own refusals and alignment).
 void conv2d_v4_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 void conv2d_v5_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+// v7's kernel on a group whose `w` are Winograd-transformed filters (winograd_transform_filters).
+void conv2d_v7_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 template <class Y>
 void conv2d_v6_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);

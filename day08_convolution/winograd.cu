@@ -1,6 +1,7 @@
 // day08's Winograd F(2x2, 3x3) host side and filter transform (winograd.cuh), shared by v7 and v8.
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "common/cuda_check.hpp"
 #include "winograd.cuh"
@@ -65,10 +66,8 @@ Params make_params(const ConvShape& s) {
   return g;
 }
 
-const float* transform_filters(const ConvShape& s, const Params& g, const float* w, bool tf32,
-                               cudaStream_t stream) {
-  // The transformed filters live in day08's scratch buffer (like v3's im2col matrix).
-  float* u = static_cast<float*>(conv_scratch(sizeof(float) * kPoints * size_t(s.c) * g.kpad));
+void transform_filters_into(const ConvShape& s, const Params& g, const float* w, bool tf32,
+                            float* u, cudaStream_t stream) {
   const int64_t threads = int64_t(s.c) * g.kpad;
   const auto blocks = static_cast<unsigned>(gpu100::ceil_div<int64_t>(threads, 256));
   if (tf32) {
@@ -77,7 +76,35 @@ const float* transform_filters(const ConvShape& s, const Params& g, const float*
     filter_kernel<false><<<blocks, 256, 0, stream>>>(w, s.c, s.k, g.kpad, u);
   }
   CUDA_CHECK_LAST();
+}
+
+const float* transform_filters(const ConvShape& s, const Params& g, const float* w, bool tf32,
+                               cudaStream_t stream) {
+  // The transformed filters live in day08's scratch buffer (like v3's im2col matrix).
+  float* u = static_cast<float*>(conv_scratch(sizeof(float) * kPoints * size_t(s.c) * g.kpad));
+  transform_filters_into(s, g, w, tf32, u, stream);
   return u;
 }
 
 }  // namespace day08::wino
+
+// conv.hpp's Winograd fused form: the filters transformed once, into the caller's buffer.
+namespace day08 {
+
+size_t winograd_filter_floats(const ConvShape& s) {
+  check_conv_args(s);
+  return size_t(wino::kPoints) * size_t(s.c) * size_t(gpu100::round_up(s.k, wino::kBK));
+}
+
+void winograd_transform_filters(const ConvShape& s, const float* w, float* u, cudaStream_t stream) {
+  check_conv_args(s);
+  if (const std::string why = v7_refusal(s, false); !why.empty()) {
+    throw std::invalid_argument("winograd_transform_filters: " + why);
+  }
+  if (w == nullptr || u == nullptr) {
+    throw std::invalid_argument("winograd_transform_filters: a null w or u");
+  }
+  wino::transform_filters_into(s, wino::make_params(s), w, false, u, stream);
+}
+
+}  // namespace day08

@@ -36,8 +36,12 @@ struct Params {
 };
 Params make_params(const ConvShape& s);  // after v7_refusal(s) is empty
 
-// U[point][c][k] for k < kpad (zero past K), in day08's scratch buffer; rounded to TF32 when
-// `tf32` (v8's mma operands). Returns the buffer.
+// U[point][c][k] for k < kpad (zero past K), 16 * C * kpad floats, into `u`; rounded to TF32
+// when `tf32` (v8's mma operands).
+void transform_filters_into(const ConvShape& s, const Params& g, const float* w, bool tf32,
+                            float* u, cudaStream_t stream);
+// The same into day08's scratch buffer (the day's variants, which transform at every call).
+// Returns the buffer.
 const float* transform_filters(const ConvShape& s, const Params& g, const float* w, bool tf32,
                                cudaStream_t stream);
 
@@ -95,11 +99,10 @@ __device__ __forceinline__ void transform_patch(const float (&d)[16], float (&v)
 }
 
 // After the block's sums are staged in ms[point][filter][tile] (pitch kMPitch): each thread
-// transforms 8 (tile, filter) pairs, Y = A^T M A, adds the bias and writes the 2x2 outputs that
-// fall inside the image.
+// transforms 8 (tile, filter) pairs, Y = A^T M A, adds the bias (and the residual, then the ReLU,
+// in the fused layer form) and writes the 2x2 outputs that fall inside the image.
 __device__ __forceinline__ void store_outputs(const float* ms, const Params& g, int64_t tile0,
-                                              int k0, const float* __restrict__ bias,
-                                              float* __restrict__ y) {
+                                              int k0, const ConvOperands<float>& op, bool relu) {
 #pragma unroll 2
   for (int r = 0; r < kTiles * kBK / kThreads; ++r) {
     const int idx = threadIdx.x + r * kThreads;
@@ -115,18 +118,23 @@ __device__ __forceinline__ void store_outputs(const float* ms, const Params& g, 
       z0[s] = m[s] + m[4 + s] + m[8 + s];
       z1[s] = m[4 + s] - m[8 + s] - m[12 + s];
     }
-    const float b = bias != nullptr ? bias[k] : 0.f;
+    const float b = op.bias != nullptr ? op.bias[k] : 0.f;
     const int tx = static_cast<int>(tile % g.tw);
     const int64_t rest = tile / g.tw;
     const int oh = 2 * static_cast<int>(rest % g.th), ow = 2 * tx;
     const int n = static_cast<int>(rest / g.th);
-    float* out = y + ((int64_t(n) * g.k + k) * g.p + oh) * g.q + ow;
+    const int64_t o = ((int64_t(n) * g.k + k) * g.p + oh) * g.q + ow;
+    auto put = [&](int64_t at, float v) {
+      v += b;
+      if (op.residual != nullptr) v += op.residual[o + at];
+      op.y[o + at] = relu ? fmaxf(v, 0.f) : v;
+    };
     const bool right = ow + 1 < g.q, below = oh + 1 < g.p;
-    out[0] = z0[0] + z0[1] + z0[2] + b;
-    if (right) out[1] = z0[1] - z0[2] - z0[3] + b;
+    put(0, z0[0] + z0[1] + z0[2]);
+    if (right) put(1, z0[1] - z0[2] - z0[3]);
     if (below) {
-      out[g.q] = z1[0] + z1[1] + z1[2] + b;
-      if (right) out[g.q + 1] = z1[1] - z1[2] - z1[3] + b;
+      put(g.q, z1[0] + z1[1] + z1[2]);
+      if (right) put(g.q + 1, z1[1] - z1[2] - z1[3]);
     }
   }
 }
@@ -139,7 +147,8 @@ __device__ __forceinline__ void store_outputs(const float* ms, const Params& g, 
 // One block: 32 tiles x 64 filters. Per chunk of 8 channels, thread (tc, tt) loads and
 // transforms channel tc of tile tt; the next chunk's patches are loaded into registers and its U
 // copied by cp.async while this chunk's products run. At the end the sums are staged in shared
-// memory for store_outputs.
+// memory for store_outputs. The group form (conv.hpp's ConvGroup): blockIdx.z picks the
+// convolution, whose `w` is its transformed filters U.
 template <class Engine>
 constexpr __host__ __device__ int v_floats() {
   return kPoints * kBC * Engine::kVPitch;
@@ -156,13 +165,14 @@ constexpr size_t smem_bytes() {
 }
 
 template <class Engine>
-__global__ void __launch_bounds__(kThreads, 1)
-    fused_kernel(Params g, const float* __restrict__ x, const float* __restrict__ u,
-                 const float* __restrict__ bias, float* __restrict__ y) {
+__global__ void __launch_bounds__(kThreads, 1) fused_kernel(Params g, const ConvGroup<float> grp) {
   constexpr int kV = v_floats<Engine>(), kU = u_floats<Engine>();
   extern __shared__ __align__(16) float smem[];
   float* vs = smem;           // [2][point][c][kVPitch]
   float* us = smem + 2 * kV;  // [2][point][c][kUPitch]
+  const ConvOperands<float> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
+  const float* __restrict__ x = op.x;
+  const float* __restrict__ u = op.w;
   const int tid = threadIdx.x;
   const int64_t tile0 = int64_t(blockIdx.x) * kTiles;
   const int k0 = blockIdx.y * kBK;
@@ -221,15 +231,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* ms = smem;  // the loop's last barrier ended every read of vs and us
   engine.stage(ms);
   __syncthreads();
-  store_outputs(ms, g, tile0, k0, bias, y);
+  store_outputs(ms, g, tile0, k0, op, grp.relu);
 }
 
-// Host: the filter transform, then the fused kernel (its shared memory opted in once per engine).
+// Host: the fused kernel (its shared memory opted in once per engine) on a group whose `w` are
+// the transformed filters U.
 template <class Engine>
-void launch(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
-            cudaStream_t stream) {
+void launch_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
   const Params g = make_params(s);
-  const float* u = transform_filters(s, g, w, Engine::kTf32, stream);
   static const bool opted_in = [] {
     CUDA_CHECK(cudaFuncSetAttribute(fused_kernel<Engine>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -238,9 +247,18 @@ void launch(const ConvShape& s, const float* x, const float* w, const float* bia
   }();
   (void)opted_in;
   const dim3 grid(static_cast<unsigned>(gpu100::ceil_div<int64_t>(g.tiles, kTiles)),
-                  static_cast<unsigned>(g.kpad / kBK));
-  fused_kernel<Engine><<<grid, kThreads, smem_bytes<Engine>(), stream>>>(g, x, u, bias, y);
+                  static_cast<unsigned>(g.kpad / kBK), static_cast<unsigned>(grp.count));
+  fused_kernel<Engine><<<grid, kThreads, smem_bytes<Engine>(), stream>>>(g, grp);
   CUDA_CHECK_LAST();
+}
+
+// The day's variants: the filter transform into the scratch buffer, then a group of one.
+template <class Engine>
+void launch(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
+            cudaStream_t stream) {
+  ConvGroup<float> grp;
+  grp.op[0] = {x, transform_filters(s, make_params(s), w, Engine::kTf32, stream), bias, nullptr, y};
+  launch_group<Engine>(s, grp, stream);
 }
 
 }  // namespace day08::wino
