@@ -3,7 +3,10 @@
 // (the max pool's 3x3/2 windows overlap by one row and column, which L1 serves).
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <stdexcept>
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
@@ -36,7 +39,8 @@ __global__ void maxpool_nchw_kernel(const float* __restrict__ x, float* __restri
   y[i] = m;
 }
 
-// One thread per output y[n][p][q][c], c fastest: a warp reads 32 consecutive channels.
+// One thread per output y[n][p][q][c], c fastest: a warp reads 32 consecutive channels. The
+// general path (any C, any alignment); maxpool_nhwc8_kernel below is the one the networks run.
 __global__ void maxpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x,
                                     __nv_bfloat16* __restrict__ y, int c, int h, int w, int P,
                                     int Q, int k, int s, int p, int64_t total) {
@@ -55,6 +59,44 @@ __global__ void maxpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x,
     }
   }
   y[i] = __float2bfloat16_rn(m);  // exact: m is one of the inputs
+}
+
+// C % 8 == 0 and 16-byte aligned tensors: one thread per 8 channels of one output pixel, so every
+// load and store is 16 bytes (the scalar kernel above moves 2 bytes per access and spends more
+// time on its 64-bit index divisions than on memory). blockIdx.y walks the output rows (n, p);
+// within a row the threads take (q, channel group), channel groups fastest: a warp reads whole
+// 128-byte runs of one input row.
+__global__ void maxpool_nhwc8_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, int cv,
+                                     int h, int w, int P, int Q, int k, int s, int p, int rows) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= Q * cv) return;
+  const int q = j / cv, cg = j - q * cv;
+  for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int n = row / P, pp = row - n * P;
+    float2 m[4];
+    for (auto& v : m) v = make_float2(-INFINITY, -INFINITY);
+    for (int a = 0; a < k; ++a) {
+      const int hi = pp * s - p + a;
+      if (hi < 0 || hi >= h) continue;
+      const uint4* xr = x + (int64_t(n) * h + hi) * w * cv + cg;
+      for (int b = 0; b < k; ++b) {
+        const int wi = q * s - p + b;
+        if (wi < 0 || wi >= w) continue;
+        const uint4 v = __ldg(xr + int64_t(wi) * cv);
+        const auto* pair = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(pair[e]);
+          m[e].x = fmaxf(m[e].x, f.x), m[e].y = fmaxf(m[e].y, f.y);
+        }
+      }
+    }
+    uint4 out;
+    auto* pair = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) pair[e] = __floats2bfloat162_rn(m[e].x, m[e].y);  // exact
+    y[(int64_t(row) * Q + q) * cv + cg] = out;
+  }
 }
 
 // One warp per plane (n, c): the lanes stride over its h * w values, then a shuffle tree.
@@ -82,13 +124,36 @@ __global__ void avgpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x, float* 
 }
 
 // One thread per output element y[n][h][w][c'] (c' < c_pad): x[n][c'][h][w] rounded, or 0 for
-// the padding channels.
+// the padding channels. The general path; to_nhwc8_bf16_kernel is the one the networks run.
 __global__ void to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y,
                                     int c, int c_pad, int64_t hw, int64_t total) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t ci = i % c_pad, pix = i / c_pad, n = pix / hw, j = pix % hw;
   y[i] = __float2bfloat16_rn(ci < c ? x[(n * c + ci) * hw + j] : 0.f);
+}
+
+// c_pad % 8 == 0 and y 16-byte aligned: one thread per 8 output channels of one pixel, one
+// 16-byte store. Consecutive threads take consecutive pixels, so each channel plane of x is read
+// coalesced. blockIdx.y walks (image, channel group).
+__global__ void to_nhwc8_bf16_kernel(const float* __restrict__ x, uint4* __restrict__ y, int c,
+                                     int groups, int hw, int planes) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= hw) return;
+  for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    const int n = plane / groups, g = plane - n * groups;
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int ci = 8 * g + e;
+      v[e] = ci < c ? __ldg(x + (int64_t(n) * c + ci) * hw + j) : 0.f;
+    }
+    uint4 out;
+    auto* pair = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) pair[e] = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+    y[(int64_t(n) * hw + j) * groups + g] = out;
+  }
 }
 
 unsigned blocks_for(int64_t threads) {
@@ -111,9 +176,18 @@ void maxpool_nhwc_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int n, int c, i
                        int s, int p, cudaStream_t stream) {
   check_pool_args(n, c, h, w, k, s, p);
   const int P = (h + 2 * p - k) / s + 1, Q = (w + 2 * p - k) / s + 1;
-  const int64_t total = int64_t(n) * c * P * Q;
-  maxpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h, w, P, Q, k, s, p,
-                                                                  total);
+  if (c % 8 == 0 && gpu100::aligned16(x) && gpu100::aligned16(y) && int64_t(Q) * c < INT_MAX &&
+      int64_t(n) * P < INT_MAX) {
+    const int cv = c / 8, rows = n * P;
+    const dim3 grid(blocks_for(int64_t(Q) * cv), unsigned(std::min(rows, 65535)));
+    maxpool_nhwc8_kernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(x),
+                                                        reinterpret_cast<uint4*>(y), cv, h, w, P, Q,
+                                                        k, s, p, rows);
+  } else {
+    const int64_t total = int64_t(n) * c * P * Q;
+    maxpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h, w, P, Q, k, s, p,
+                                                                    total);
+  }
   CUDA_CHECK_LAST();
 }
 
@@ -138,9 +212,17 @@ void to_nhwc_bf16(const float* x, __nv_bfloat16* y, int n, int c, int h, int w, 
   if (n < 1 || c < 1 || h < 1 || w < 1 || c_pad < c) {
     throw std::invalid_argument("to_nhwc_bf16: sizes must be positive and c_pad >= c");
   }
-  const int64_t total = int64_t(n) * c_pad * h * w;
-  to_nhwc_bf16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, c_pad, int64_t(h) * w,
-                                                                  total);
+  const int64_t hw = int64_t(h) * w;
+  if (c_pad % 8 == 0 && gpu100::aligned16(y) && hw < INT_MAX &&
+      int64_t(n) * (c_pad / 8) < INT_MAX) {
+    const int groups = c_pad / 8, planes = n * groups;
+    const dim3 grid(blocks_for(hw), unsigned(std::min(planes, 65535)));
+    to_nhwc8_bf16_kernel<<<grid, kThreads, 0, stream>>>(x, reinterpret_cast<uint4*>(y), c, groups,
+                                                        int(hw), planes);
+  } else {
+    const int64_t total = int64_t(n) * c_pad * hw;
+    to_nhwc_bf16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, c_pad, hw, total);
+  }
   CUDA_CHECK_LAST();
 }
 
