@@ -1,10 +1,13 @@
 #pragma once
 // MC-ResNet18 and ResNet-18 on the curriculum's own kernels (resnet.hpp has the layer list).
 //
-// Every convolution is day08's fused layer form (day08::conv2d_fused and conv2d_fused_bf16_nhwc):
+// Every convolution is day08's fused layer form (day08::conv2d_fused, conv2d_fused_winograd and
+// conv2d_fused_bf16_nhwc):
 // BN folded into the weights and the bias, and the bias, the block's residual and the ReLU applied
 // in the convolution's own store. The pools are resnet.hpp's, the FC is day04::gemm onto the bias.
-//   fp32: fp32 NCHW activations, day08 v4's kernel (FMA only, no TF32).
+//   fp32: fp32 NCHW activations, FMA only (no TF32): day08 v7's Winograd F(2x2, 3x3) kernel for
+//         the 3x3 stride-1 layers (filters transformed once, in the constructor), v4's kernel for
+//         the others.
 //   tf32: the same tensors, day08 v5's kernel (TF32 tensor cores, fp32 accumulation).
 //   bf16: bf16 NHWC activations and KRSC weights, day08 v9's kernel (wgmma) where the GPU runs the
 //         build's sm_90a code, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
@@ -86,6 +89,7 @@ class Net {
     ConvSpec spec;
     int c_in = 0;  // the kernel's input channels (a bf16 stem's are padded to 8)
     gpu100::DeviceBuffer<float> w32, bias;
+    gpu100::DeviceBuffer<float> wino;  // fp32 3x3/1: the filters Winograd-transformed, once
     gpu100::DeviceBuffer<__nv_bfloat16> w16;
   };
   struct DeviceTrunk {

@@ -1,8 +1,9 @@
 // capstone GPU tests of MC-ResNet18's layers and networks against the double CPU reference: the
 // pools (fp32 NCHW and bf16 NHWC; odd H and W, windows at the borders, one row or column), day08's
-// fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch; in bf16 both
-// v9's kernel, where the GPU runs it, and v6's), and the networks in every precision and trunks
-// mode. Fresh seeded inputs, outputs poisoned first.
+// fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch; in fp32 both
+// v4's kernel and the Winograd form where it applies; in bf16 both v9's kernel, where the GPU runs
+// it, and v6's), and the networks in every precision and trunks mode. Fresh seeded inputs,
+// outputs poisoned first.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -30,10 +31,12 @@ using namespace capstone::resnet;
 struct PoolCase {
   int n, c, h, w, k, s, p;
 };
-// The trunk's 3x3/2 pad 1 at odd and tiny sizes, a 2x2/2 unpadded pool, and a 5x5/1 pad 2.
-const std::vector<PoolCase> kCases = {{1, 1, 1, 1, 3, 2, 1},      {2, 3, 7, 9, 3, 2, 1},
-                                      {1, 64, 209, 273, 3, 2, 1}, {3, 33, 1, 17, 3, 2, 1},
-                                      {2, 5, 8, 6, 2, 2, 0},      {1, 7, 11, 13, 5, 1, 2}};
+// The trunk's 3x3/2 pad 1 at odd and tiny sizes, a 2x2/2 unpadded pool, and a 5x5/1 pad 2; C a
+// multiple of 8 (the bf16 pool's 16-byte path) and not.
+const std::vector<PoolCase> kCases = {
+    {1, 1, 1, 1, 3, 2, 1},   {2, 3, 7, 9, 3, 2, 1},   {1, 64, 209, 273, 3, 2, 1},
+    {3, 33, 1, 17, 3, 2, 1}, {2, 5, 8, 6, 2, 2, 0},   {1, 7, 11, 13, 5, 1, 2},
+    {1, 8, 1, 1, 3, 2, 1},   {2, 16, 9, 11, 3, 2, 1}, {3, 24, 6, 5, 2, 2, 0}};
 
 void sync_check() {
   CUDA_CHECK(cudaPeekAtLastError());
@@ -62,17 +65,50 @@ TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW and bf16 NHWC", "[gpu]") 
     INFO("fp32 NCHW: " << c32.summary());
     REQUIRE(c32.ok);
     const auto x16 = gpu100::round_trip<bf16>(x);  // read as NHWC: any values will do
-    gpu100::DeviceBuffer<bf16> d_x16(in), d_y16(out);
-    d_x16.upload(gpu100::convert_from_float<bf16>(x16));
-    d_y16.poison();
-    maxpool_nhwc_bf16(d_x16.data(), d_y16.data(), pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p,
-                      nullptr);
+    const auto ref16 = maxpool_cpu(x16, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p, true);
+    // Offset 0: the 16-byte path where C % 8 == 0; offset 1 element: the general path.
+    for (int off : {0, 1}) {
+      gpu100::DeviceBuffer<bf16> d_x16(in + off), d_y16(out + off);
+      d_x16.poison();
+      CUDA_CHECK(cudaMemcpy(d_x16.data() + off, gpu100::convert_from_float<bf16>(x16).data(),
+                            in * sizeof(bf16), cudaMemcpyHostToDevice));
+      d_y16.poison();
+      maxpool_nhwc_bf16(d_x16.data() + off, d_y16.data() + off, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s,
+                        pc.p, nullptr);
+      sync_check();
+      const std::vector<bf16> got = d_y16.download();
+      const auto c16 = gpu100::compare(
+          ref16, gpu100::convert_to_float(std::vector<bf16>(got.begin() + off, got.end())), 0.0,
+          0.0);
+      INFO("bf16 NHWC, pointers offset by " << off << ": " << c16.summary());
+      REQUIRE(c16.ok);
+    }
+  }
+}
+
+TEST_CASE("resnet: the bf16 input conversion (NCHW fp32 to NHWC bf16, channels padded)", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // The stems' 3 -> 8 and 1 -> 8, a second channel group (5 -> 16), no padding (8 -> 8) and a
+  // padding that is not a multiple of 8 (3 -> 4: the general path); odd sizes.
+  const std::vector<std::tuple<int, int, int, int, int>> cases = {
+      {2, 3, 7, 9, 8}, {3, 1, 13, 1, 8}, {1, 5, 4, 3, 16}, {2, 8, 5, 5, 8}, {2, 3, 3, 7, 4}};
+  uint64_t seed = 500;
+  for (const auto& [n, c, h, w, c_pad] : cases) {
+    INFO("N " << n << " C " << c << " " << h << " x " << w << " padded to " << c_pad);
+    const auto x = gpu100::random_vector<float>(size_t(n) * c * h * w, ++seed);
+    day08::ConvShape cs;
+    cs.n = n, cs.c = c, cs.h = h, cs.w = w;
+    const std::vector<bf16> want = day08::to_nhwc_bf16(cs, x, c_pad);
+    gpu100::DeviceBuffer<float> d_x(x.size());
+    d_x.upload(x);
+    gpu100::DeviceBuffer<bf16> d_y(want.size());
+    d_y.poison();
+    to_nhwc_bf16(d_x.data(), d_y.data(), n, c, h, w, c_pad, nullptr);
     sync_check();
-    const auto c16 =
-        gpu100::compare(maxpool_cpu(x16, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p, true),
-                        gpu100::convert_to_float(d_y16.download()), 0.0, 0.0);
-    INFO("bf16 NHWC: " << c16.summary());
-    REQUIRE(c16.ok);
+    const auto cmp = gpu100::compare(gpu100::convert_to_float(want),
+                                     gpu100::convert_to_float(d_y.download()), 0.0, 0.0);
+    INFO(cmp.summary());
+    REQUIRE(cmp.ok);
   }
 }
 
@@ -186,14 +222,34 @@ void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64
     g.op[i] = {bufs[b].data(), bufs[b + 1].data(), bufs[b + 2].data(),
                cc.residual ? bufs[b + 3].data() : nullptr, bufs[b + 4].data()};
   }
-  day08::conv2d_fused(p, shape_of(cc, cc.c), g);
+  const day08::ConvShape shape = shape_of(cc, cc.c);
+  const auto check = [&](const char* kernel, double tol_scale) {
+    for (int i = 0; i < count; ++i) {
+      const double abs_tol = (p == gpu100::Precision::kFp32 ? 1e-5 : 5e-3) * tol_scale;
+      const double rel_tol = (p == gpu100::Precision::kFp32 ? 1e-5 : 2e-3) * tol_scale;
+      const auto cmp =
+          gpu100::compare(data[i].reference(cc), bufs[5 * i + 4].download(), abs_tol, rel_tol);
+      INFO(gpu100::to_string(p) << " conv " << i << " of " << count << " (" << kernel
+                                << "): " << cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  };
+  day08::conv2d_fused(p, shape, g);
   sync_check();
-  for (int i = 0; i < count; ++i) {
-    const double abs_tol = p == gpu100::Precision::kFp32 ? 1e-5 : 5e-3;
-    const auto cmp = gpu100::compare(data[i].reference(cc), bufs[5 * i + 4].download(), abs_tol,
-                                     p == gpu100::Precision::kFp32 ? 1e-5 : 2e-3);
-    INFO(gpu100::to_string(p) << " conv " << i << " of " << count << ": " << cmp.summary());
-    REQUIRE(cmp.ok);
+  check(p == gpu100::Precision::kFp32 ? "v4's kernel" : "v5's kernel", 1.0);
+  if (p == gpu100::Precision::kFp32 && day08::winograd_takes(shape)) {
+    // The Winograd form on the same operands, each op's filters transformed first; its rounding
+    // error is larger (day08 allows 4x v4's tolerance).
+    std::vector<gpu100::DeviceBuffer<float>> u;
+    for (int i = 0; i < count; ++i) {
+      u.emplace_back(day08::winograd_filter_floats(shape));
+      day08::winograd_transform_filters(shape, g.op[i].w, u.back().data());
+      g.op[i].w = u.back().data();
+      bufs[5 * i + 4].poison();
+    }
+    day08::conv2d_fused_winograd(shape, g);
+    sync_check();
+    check("v7's Winograd kernel", 4.0);
   }
 }
 
@@ -291,6 +347,12 @@ TEST_CASE("resnet: the fused convolution rejects bad groups before any launch", 
   day08::ConvGroup<bf16> g16;
   g16.op[0] = {d16.data(), d16.data(), nullptr, nullptr, d16.data()};
   CHECK_THROWS_AS(day08::conv2d_fused_bf16_nhwc(shape_of(cc, 3), g16), std::invalid_argument);
+  // Winograd: 3x3 stride 1 only, for the transform as for the convolution.
+  const ConvCase strided{1, 8, 5, 5, 8, 3, 2, 1, false, false};
+  CHECK_FALSE(day08::winograd_takes(shape_of(strided, 8)));
+  CHECK_THROWS_AS(day08::winograd_transform_filters(shape_of(strided, 8), d.data(), d.data()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(day08::conv2d_fused_winograd(shape_of(strided, 8), g), std::invalid_argument);
   sync_check();
   for (float v : d.download()) REQUIRE(std::isnan(v));
 }
@@ -452,7 +514,8 @@ TEST_CASE("resnet: the layer profile times every step and counts every FLOP", "[
     for (const auto& st : steps) {
       REQUIRE(st.ms >= 0);
       flops += st.flops;
-      convs += st.kind.find("x") != std::string::npos ? 1 : 0;
+      // The convolutions' kinds carry their filter and stride ("conv 3x3/1"); the pools' do not.
+      convs += st.kind.find('/') != std::string::npos ? 1 : 0;
     }
     CHECK(convs == 2 * 20);  // per trunk: the stem, 16 block convolutions, 3 shortcuts
     CHECK(flops == Catch::Approx(net_flops(Model::kMcResNet18, h, w, 15)).epsilon(1e-9));
