@@ -45,6 +45,17 @@ __device__ __forceinline__ void cp_async_16_ca(void* dst, const void* src, bool 
   *static_cast<uint4*>(dst) = valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
 #endif
 }
+// The 8-byte form of cp_async_16_ca (8-byte aligned src and dst): day08's v9 with C = 4, where a
+// 16-byte chunk of its tile is two neighbouring pixels' 4 channels, 8-byte aligned in x.
+__device__ __forceinline__ void cp_async_8_ca(void* dst, const void* src, bool valid) {
+#if GPU100_SM80_CODE
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 8 : 0)
+               : "memory");
+#else
+  *static_cast<uint2*>(dst) = valid ? *static_cast<const uint2*>(src) : make_uint2(0, 0);
+#endif
+}
 // 4-byte asynchronous copy global -> shared through L1 (.ca: neighbouring windows of a gather
 // overlap, so L1 hits are likely); zero-filled when !valid.
 __device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool valid) {

@@ -90,11 +90,14 @@ std::string v6_refusal(const ConvShape& s, bool /*bias*/) {
 }
 
 std::string v9_refusal(const ConvShape& s, bool /*bias*/) {
-  if (s.c % 8 != 0) {
+  // C = 4 with S even: a 16-byte chunk of the tile holds taps (r, s) and (r, s + 1), copied as two
+  // 8-byte halves (a 3- or 1-channel stem input padded to 4 channels, its filter width to 8).
+  if (s.c % 8 != 0 && !(s.c == 4 && s.s % 2 == 0)) {
     return fmt::format(
-        "C = {} is not a multiple of 8 (v9 copies 8 channels, 16 bytes, per cp.async, and TMA "
-        "needs 16-byte filter rows; pad C with zero channels)",
-        s.c);
+        "C = {} with S = {}: v9 needs C % 8 == 0 (8 channels, 16 bytes, per cp.async; TMA needs "
+        "16-byte filter rows) or C = 4 with S even (two taps per 16 bytes); pad C with zero "
+        "channels",
+        s.c, s.s);
   }
   return "";
 }
@@ -333,6 +336,11 @@ bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16
     if (!gpu100::aligned16(g.op[i].x) || !gpu100::aligned16(g.op[i].w)) return false;
   }
   return true;
+}
+
+bool conv2d_fused_bf16_takes(const ConvShape& s) {
+  if (gpu100::build_has(gpu100::ArchNeed::kSm90a)) return v9_refusal(s, false).empty();
+  return v6_refusal(s, false).empty();
 }
 
 void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,

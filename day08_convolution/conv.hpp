@@ -74,6 +74,9 @@ void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& 
 // Whether conv2d_fused_bf16_nhwc runs v9's kernel (true) or v6's for this shape and group on the
 // current GPU (decided from the code the GPU runs, common/arch.hpp, and v9_refusal).
 bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g);
+// Whether conv2d_fused_bf16_nhwc takes this shape on this GPU and build (16-byte aligned
+// operands): C % 8 == 0 everywhere; C = 4 with an even S too where it runs v9's kernel.
+bool conv2d_fused_bf16_takes(const ConvShape& s);
 
 // The fused form on Winograd F(2x2, 3x3) in fp32 (v7's kernel): 2.25x fewer multiply-adds than
 // the direct convolution, for 3x3 filters at stride 1 and dilation 1 only (winograd_takes). Its

@@ -14,13 +14,13 @@
 //  - 64 of GEMM_K per stage (one 128-byte swizzle row), twice v6's, and the A gather goes through
 //    L1 (cp.async.ca): neighbouring pixels' windows overlap, so a 3x3 filter's taps re-read x.
 // Costs: sm_90a only; 384 threads and 97 KB (N = 64) or 129 KB (N = 128) of shared memory per
-// block; C % 8 == 0, as v6; the weights' TMA map (cuTensorMapEncodeTiled) is made on the host at
-// each call, and one generic-to-async proxy fence per stage and consumer thread (below).
-// (Ideas: CUTLASS's Hopper implicit GEMM convolution, its warp-specialised mainloops with a
-// cp.async producer and wgmma consumers, and its NHWC activation iterator; the PTX ISA for wgmma,
-// its matrix descriptors and swizzled layouts, cp.async.mbarrier.arrive, mbarriers and proxy
-// fences; day04's v12 for the pipeline and its wrappers (wgmma.cuh, tma.hpp), day05's v5 for the
-// warpgroup roles.)
+// block; C % 8 == 0 as v6, or C = 4 with S even (a stem's input, two taps per 16 bytes); the
+// weights' TMA map (cuTensorMapEncodeTiled) is made on the host at each call, and one
+// generic-to-async proxy fence per stage and consumer thread (below). (Ideas: CUTLASS's Hopper
+// implicit GEMM convolution, its warp-specialised mainloops with a cp.async producer and wgmma
+// consumers, and its NHWC activation iterator; the PTX ISA for wgmma, its matrix descriptors and
+// swizzled layouts, cp.async.mbarrier.arrive, mbarriers and proxy fences; day04's v12 for the
+// pipeline and its wrappers (wgmma.cuh, tma.hpp), day05's v5 for the warpgroup roles.)
 //
 // Tiles: 128 output pixels x kBN filters x 64 of GEMM_K per stage; kBN = 64 when K <= 64 (wgmma
 // m64n64k16; 32 accumulators per thread; sized for 2 blocks per SM), else 128 (m64n128k16; 64
@@ -62,6 +62,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 using namespace day04::wgmma;  // descriptors, wgmma, mbarriers, TMA (day04's wgmma.cuh)
 using day04::mma::cp_async_16_ca;
+using day04::mma::cp_async_8_ca;
 using nhwc::Params;  // the shape and the GEMM_K walk, shared with v6 (implicit_gemm_nhwc.cuh)
 using nhwc::RscPos;
 
@@ -112,7 +113,10 @@ __device__ __forceinline__ int swizzle128(int r, int j) {
 // bf16 NPQK out with bias, residual and ReLU. blockIdx.z picks the convolution of the group (and
 // its weights' TMA map); blockIdx.x the output tile, filter tiles fastest (the blocks that share
 // an A tile run together, so its gather is served by L2).
-template <class C, class Y>
+// kPairs: C = 4 (S even), each 16-byte chunk of a row is taps (r, s) and (r, s + 1) of one pixel,
+// copied as two 8-byte cp.async (the stems' layout); otherwise C % 8 == 0, one 16-byte cp.async of
+// 8 channels of one tap.
+template <class C, class Y, bool kPairs>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     conv2d_v9_kernel(Params g, const ConvGroup<bf16, Y> grp, int tiles_n,
                      const __grid_constant__ CUtensorMap map_w0,
@@ -193,9 +197,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 #pragma unroll
       for (int i = 0; i < C::kRowsPerThread; ++i) {
         const int ih = ih0[i] + rd, iw = iw0[i] + sd;
-        const bool ok = kvalid && unsigned(ih) < unsigned(g.h) && unsigned(iw) < unsigned(g.w);
+        const bool row_ok = kvalid && unsigned(ih) < unsigned(g.h);
+        const bool ok = row_ok && unsigned(iw) < unsigned(g.w);
         const bf16* src = ok ? x + (nbase[i] + (ih * g.w + iw) * g.c + kp.c) : x;
-        cp_async_16_ca(as + swizzle128(row0 + C::kRowsPerPass * i, cj), src, ok);
+        uint8_t* dst = as + swizzle128(row0 + C::kRowsPerPass * i, cj);
+        if constexpr (kPairs) {
+          // Taps s and s + 1 (kp.c == 0, kp.s even): columns iw and iw + dil, each 4 channels.
+          const int iw1 = iw + g.dil;
+          const bool ok1 = row_ok && unsigned(iw1) < unsigned(g.w);
+          const bf16* src1 = ok1 ? x + (nbase[i] + (ih * g.w + iw1) * 4) : x;
+          cp_async_8_ca(dst, src, ok);
+          cp_async_8_ca(dst + 8, src1, ok1);
+        } else {
+          cp_async_16_ca(dst, src, ok);
+        }
       }
       // The hardware arrives on full[st] for this thread once these copies (and all its earlier
       // ones) have landed; the thread goes on to the next stage at once.
@@ -288,11 +303,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 #endif
 }
 
-template <class C, class Y>
+template <class C, class Y, bool kPairs>
 void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(
-        conv2d_v9_kernel<C, Y>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(conv2d_v9_kernel<C, Y, kPairs>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(C::kSmemBytes)));
     return true;
   }();
   (void)attr_set;
@@ -308,7 +324,8 @@ void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t s
   const CUtensorMap map1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : map0;
   const dim3 grid(static_cast<unsigned>(tiles), 1, grp.count);
-  conv2d_v9_kernel<C, Y><<<grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, tiles_n, map0, map1);
+  conv2d_v9_kernel<C, Y, kPairs>
+      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, tiles_n, map0, map1);
   CUDA_CHECK_LAST();
 }
 
@@ -333,10 +350,13 @@ void conv2d_v9_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStre
     }
   }
   gpu100::require_build(gpu100::ArchNeed::kSm90a, kName);
+  const bool pairs = s.c % 8 != 0;  // C = 4, S even (v9_refusal)
   if (s.k <= 64) {
-    launch_v9<V9Config<64>, Y>(s, grp, stream);
+    pairs ? launch_v9<V9Config<64>, Y, true>(s, grp, stream)
+          : launch_v9<V9Config<64>, Y, false>(s, grp, stream);
   } else {
-    launch_v9<V9Config<128>, Y>(s, grp, stream);
+    pairs ? launch_v9<V9Config<128>, Y, true>(s, grp, stream)
+          : launch_v9<V9Config<128>, Y, false>(s, grp, stream);
   }
 }
 template void conv2d_v9_group(const ConvShape&, const ConvGroup<bf16, bf16>&, cudaStream_t);

@@ -343,6 +343,35 @@ TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward sh
   }
 }
 
+TEST_CASE("v9 with C = 4 and an even S (two taps per 16-byte copy) matches the CPU", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // The stem as the network runs it (7x8, stride 2, pad 3, odd H, even W), odd W, K = 5 and 70,
+  // 1x2 filters, dilation 2, a single output pixel.
+  const std::vector<day08::ConvShape> shapes = {
+      make(2, 4, 23, 30, 64, 7, 8, 2, 3),   make(1, 4, 9, 11, 5, 3, 2, 1, 1),
+      make(3, 4, 17, 16, 70, 5, 4, 2, 2),   make(2, 4, 8, 9, 8, 1, 2, 1, 0),
+      make(1, 4, 12, 13, 6, 3, 4, 1, 3, 2), make(1, 4, 7, 8, 3, 7, 8, 1, 0)};
+  const auto& v9 = variant("v9_implicit_gemm_wgmma_bf16_nhwc");
+  const auto& v6 = variant("v6_implicit_gemm_bf16_nhwc");
+  uint64_t seed = 1400;
+  for (const auto& s : shapes) {
+    INFO(day08::to_string(s));
+    REQUIRE(v9.refusal(s, true).empty());
+    REQUIRE_FALSE(v6.refusal(s, false).empty());  // v6 copies 16 bytes of one tap
+    if (gpu100::lacks_code(v9)) continue;
+    Bf16Data data(s, seed += 3);
+    for (bool bias : {false, true}) {
+      const day08::Tolerance tol = day08::conv2d_tolerance(s, v9);
+      const auto cmp =
+          gpu100::compare(data.reference(s, bias), data.run(v9, s, bias), tol.abs_tol, tol.rel_tol);
+      INFO((bias ? "+bias: " : "") << cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  }
+  // C = 4 with an odd S is refused.
+  REQUIRE_FALSE(v9.refusal(make(1, 4, 9, 9, 8, 3, 3, 1, 1), false).empty());
+}
+
 TEST_CASE("v6 and v9 reject C not a multiple of 8 and unaligned x or w, launching nothing",
           "[gpu]") {
   GPU100_REQUIRE_GPU();
