@@ -124,10 +124,11 @@ void global_avgpool_nchw(const float* x, float* y, int n, int c, int h, int w, c
 // The bf16 network's features are fp32: the mean of bf16 values, accumulated and kept in fp32.
 void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
                               cudaStream_t stream);
-// NCHW fp32 [n, c, h, w] -> NHWC bf16 [n, h, w, c_pad], channels c .. c_pad - 1 zero (the bf16
-// network pads its stems' 3 and 1 input channels to 8, the tensor-core kernel's granule).
+// NCHW fp32 [n, c, h, w] -> NHWC bf16 [n, h, w_pad, c_pad], channels c .. c_pad - 1 and columns
+// w .. w_pad - 1 zero (the bf16 network pads its stems' 3 and 1 input channels to 4 or 8, the
+// tensor-core kernel's granule, and with 4 channels the width to an even one).
 void to_nhwc_bf16(const float* x, __nv_bfloat16* y, int n, int c, int h, int w, int c_pad,
-                  cudaStream_t stream);
+                  int w_pad, cudaStream_t stream);
 
 // CPU references in double, on the values the GPU reads (for bf16: the rounded values, as floats);
 // `nhwc` picks the layout of x and y.

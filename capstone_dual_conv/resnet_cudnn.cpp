@@ -575,7 +575,7 @@ void CudnnNet::Impl::run(const Op& op, const std::vector<const float*>& inputs, 
   switch (op.kind) {
     case OpKind::kToNhwc:
       to_nhwc_bf16(inputs[size_t(op.trunk)], at<bf16>(op.out), n, op.c, op.h, op.w, kStemChannels,
-                   stream);
+                   op.w, stream);
       break;
     case OpKind::kConv: {
       const void* x = op.in == kInput ? static_cast<const void*>(inputs[size_t(op.trunk)])

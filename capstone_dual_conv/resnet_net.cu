@@ -22,7 +22,11 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kThreads = 256;
-constexpr int kStemPad = 8;  // the bf16 kernel reads channels 8 at a time (16 bytes)
+// The bf16 stems' input layouts (their 3 and 1 channels zero-padded): 4 channels with the 7x7
+// filters widened to 7x8 (a zero column) where day08's fused form runs v9's kernel, which copies
+// two neighbouring taps of 4 channels per 16 bytes (half the padded work of 8 channels); else 8
+// channels, 7x7.
+constexpr int kStemPad = 8, kStemPairsPad = 4, kStemPairsWidth = 8;
 
 // Every row of the logits starts as the FC's bias; the GEMMs then add onto it (beta = 1).
 __global__ void fill_rows_kernel(float* y, const float* row, int rows, int cols) {
@@ -30,14 +34,34 @@ __global__ void fill_rows_kernel(float* y, const float* row, int rows, int cols)
   if (i < rows * cols) y[i] = row[i % cols];
 }
 
-day08::ConvShape conv_shape(const ConvSpec& s, int c_in, int n, int h, int w) {
+// s_kernel: the kernel's filter width, when it is widened with zero columns (0: s.r).
+day08::ConvShape conv_shape(const ConvSpec& s, int c_in, int n, int h, int w, int s_kernel = 0) {
   day08::ConvShape cs;
-  cs.n = n, cs.c = c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = s.r, cs.s = s.r;
+  cs.n = n, cs.c = c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = s.r;
+  cs.s = s_kernel > 0 ? s_kernel : s.r;
   cs.stride = s.stride, cs.pad = s.pad, cs.dilation = 1;
   return cs;
 }
 
+// KCRS filters [k][c][r][s] widened to [k][c][r][s_pad] with zero columns on the right.
+std::vector<float> widen_filters(const std::vector<float>& w, int k, int c, int r, int s,
+                                 int s_pad) {
+  std::vector<float> out(size_t(k) * c * r * s_pad, 0.f);
+  for (size_t row = 0; row < size_t(k) * c * r; ++row) {
+    std::copy_n(w.begin() + row * s, s, out.begin() + row * s_pad);
+  }
+  return out;
+}
+
 }  // namespace
+
+day08::ConvShape Net::layer_shape(const Layer& l, int n, int h, int w) {
+  return conv_shape(l.spec, l.c_in, n, h, w, l.s);
+}
+
+int Net::stem_input_width(int w) const {
+  return stem_pairs_ ? (w + 1) / 2 * 2 : w;
+}
 
 const char* to_string(Trunks t) {
   switch (t) {
@@ -63,15 +87,23 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
   auto layer = [&](const ConvBn& cb, const ConvSpec& spec, bool present) {
     Layer l;
     l.spec = spec;
-    l.c_in = bf && spec.c_in % kStemPad != 0 ? kStemPad : spec.c_in;
+    l.c_in = spec.c_in;
+    l.s = spec.r;
+    if (bf && spec.c_in % kStemPad != 0) {  // a stem
+      l.c_in = stem_pairs_ ? kStemPairsPad : kStemPad;
+      l.s = stem_pairs_ ? kStemPairsWidth : spec.r;
+    }
     if (!present) return l;
     const FoldedConv f = fold(cb);
     l.bias = gpu100::DeviceBuffer<float>(f.b.size());
     l.bias.upload(f.b);
     if (bf) {
-      // KCRS fp32 -> KRSC bf16, the stem's input channels zero-padded (day08's host conversion).
+      // KCRS fp32 -> KRSC bf16, a stem's input channels zero-padded and its filters widened
+      // (day08's host conversion).
+      const std::vector<float> w =
+          l.s == spec.r ? f.w : widen_filters(f.w, spec.c_out, spec.c_in, spec.r, spec.r, l.s);
       const std::vector<bf16> w16 =
-          day08::to_krsc_bf16(conv_shape(spec, spec.c_in, 1, 1, 1), f.w, l.c_in);
+          day08::to_krsc_bf16(conv_shape(spec, spec.c_in, 1, 1, 1, l.s), w, l.c_in);
       l.w16 = gpu100::DeviceBuffer<bf16>(w16.size());
       l.w16.upload(w16);
     } else {
@@ -105,6 +137,11 @@ Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
   const std::vector<int> channels = trunk_channels(model_);
   if (channels.size() == 1 && trunks_ != Trunks::kSequential) {
     throw std::invalid_argument("Net: a one-trunk model runs its trunk sequentially only");
+  }
+  if (precision_ == gpu100::Precision::kBf16) {
+    const ConvSpec& stem = resnet18_trunk(channels[0]).stem;
+    stem_pairs_ = day08::conv2d_fused_bf16_takes(
+        conv_shape(stem, kStemPairsPad, 1, stem.r, stem.r, kStemPairsWidth));
   }
   for (size_t i = 0; i < channels.size(); ++i) {
     trunk_.push_back(upload(resnet18_trunk(channels[i]), weights.trunks[i]));
@@ -159,10 +196,16 @@ Net::Program Net::program(const DeviceTrunk& dt, int n, int h, int w) const {
   const Trunk& t = dt.t;
   int cur = -1, c = t.stem.c_in;
   if (bf) {
-    cur = add({Op::kConvert, -1, -1, -1, -1, false, c, h, w}, kStemPad, h, w, es);
-    c = kStemPad;
+    // The stem's input: channels padded, and with widened filters the width made even (a zero
+    // column), which gives the widened stem the true output width: with stride 2, pad 3 and
+    // S = 8 it reads columns 2q - 3 .. 2q + 4, the last with a zero weight.
+    const int c_pad = dt.layers[0].c_in, w_pad = stem_input_width(w);
+    cur = add({Op::kConvert, -1, -1, -1, -1, false, c, h, w}, c_pad, h, w_pad, es);
+    c = c_pad;
+    cur = add({Op::kConv, 0, cur, -1, -1, true, c, h, w_pad}, 64, t.stem.out(h), t.stem.out(w), es);
+  } else {
+    cur = add({Op::kConv, 0, cur, -1, -1, true, c, h, w}, 64, t.stem.out(h), t.stem.out(w), es);
   }
-  cur = add({Op::kConv, 0, cur, -1, -1, true, c, h, w}, 64, t.stem.out(h), t.stem.out(w), es);
   h = t.stem.out(h), w = t.stem.out(w), c = 64;
   cur = add({Op::kMaxPool, -1, cur, -1, -1, false, c, h, w}, c, t.pool_out(h), t.pool_out(w), es);
   h = t.pool_out(h), w = t.pool_out(w);
@@ -241,8 +284,7 @@ void Net::plan(int n, int h, int w) {
     for (const Op& op : progs[t].ops) {
       if (op.kind != Op::kConv) continue;
       try {
-        day08::check_conv_args(conv_shape(trunk_[t].layers[op.layer].spec,
-                                          trunk_[t].layers[op.layer].c_in, n, op.h, op.w));
+        day08::check_conv_args(layer_shape(trunk_[t].layers[op.layer], n, op.h, op.w));
       } catch (const std::invalid_argument& e) {
         throw gpu100::UsageError(fmt::format("network: N={} at {}x{}: {}", n, h, w, e.what()));
       }
@@ -267,7 +309,8 @@ void Net::run_op(int trunk, const Op& op, int n, const std::vector<const float*>
   const Trunk& t = trunk_[trunk].t;
   switch (op.kind) {
     case Op::kConvert:
-      to_nhwc_bf16(input, static_cast<bf16*>(out), n, op.c, op.h, op.w, kStemPad, stream);
+      to_nhwc_bf16(input, static_cast<bf16*>(out), n, op.c, op.h, op.w,
+                   trunk_[trunk].layers[0].c_in, stem_input_width(op.w), stream);
       return;
     case Op::kMaxPool:
       if (bf) {
@@ -299,7 +342,7 @@ void Net::conv(const std::vector<std::pair<int, const Op*>>& group, int n,
                const std::vector<const float*>& inputs, cudaStream_t stream) {
   const auto [t0, op0] = group[0];
   const Layer& l0 = trunk_[t0].layers[op0->layer];
-  const day08::ConvShape cs = conv_shape(l0.spec, l0.c_in, n, op0->h, op0->w);
+  const day08::ConvShape cs = layer_shape(l0, n, op0->h, op0->w);
   if (precision_ == gpu100::Precision::kBf16) {
     day08::ConvGroup<bf16> g;
     g.count = int(group.size()), g.relu = op0->relu;

@@ -11,8 +11,9 @@
 //   tf32: the same tensors, day08 v5's kernel (TF32 tensor cores, fp32 accumulation).
 //   bf16: bf16 NHWC activations and KRSC weights, day08 v9's kernel (wgmma) where the GPU runs the
 //         build's sm_90a code, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
-//         bias; the stems' 3 and 1 input channels are zero-padded to 8. The pooled features are
-//         fp32.
+//         bias; the stems' 3 and 1 input channels are zero-padded to 8, or, where v9 runs, to 4
+//         with the 7x7 filters widened to 7x8 (v9 copies two taps of 4 channels per 16 bytes:
+//         half the padded work). The pooled features are fp32.
 // The trunks of MC-ResNet18 run in one of three ways:
 //   sequential: one after the other on the caller's stream;
 //   streams:    each on its own CUDA stream, joined by events (the GPU may overlap them);
@@ -30,6 +31,7 @@
 
 #include "common/device_buffer.hpp"
 #include "common/precision.hpp"
+#include "conv.hpp"
 #include "resnet.hpp"
 #include "resnet_arena.hpp"
 
@@ -87,7 +89,8 @@ class Net {
  private:
   struct Layer {
     ConvSpec spec;
-    int c_in = 0;  // the kernel's input channels (a bf16 stem's are padded to 8)
+    int c_in = 0;  // the kernel's input channels (a bf16 stem's are padded to 4 or 8)
+    int s = 0;     // the kernel's filter width (a bf16 stem's 7 may be widened to 8)
     gpu100::DeviceBuffer<float> w32, bias;
     gpu100::DeviceBuffer<float> wino;  // fp32 3x3/1: the filters Winograd-transformed, once
     gpu100::DeviceBuffer<__nv_bfloat16> w16;
@@ -116,6 +119,10 @@ class Net {
   };
   Layout layout(const std::vector<Program>& progs) const;
   DeviceTrunk upload(const Trunk& t, const TrunkWeights& wts) const;
+  // The shape day08 sees for a layer at this batch and input size (padded channels, widened
+  // filters); the width of the converted bf16 stem input for an input width w.
+  static day08::ConvShape layer_shape(const Layer& l, int n, int h, int w);
+  int stem_input_width(int w) const;
   void run_op(int trunk, const Op& op, int n, const std::vector<const float*>& inputs,
               cudaStream_t stream);
   void conv(const std::vector<std::pair<int, const Op*>>& group, int n,
@@ -129,6 +136,7 @@ class Net {
   gpu100::Precision precision_;
   Trunks trunks_;
   int classes_;
+  bool stem_pairs_ = false;  // bf16: the stems in 4 channels with 7x8 filters (v9's pair copies)
   std::vector<DeviceTrunk> trunk_;
   gpu100::DeviceBuffer<float> fc_t_[2], fc_b_;  // per trunk W^T [512, classes]; the bias
   std::vector<Program> progs_;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
@@ -123,36 +124,46 @@ __global__ void avgpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x, float* 
   y[i] = sum / float(hw);
 }
 
-// One thread per output element y[n][h][w][c'] (c' < c_pad): x[n][c'][h][w] rounded, or 0 for
-// the padding channels. The general path; to_nhwc8_bf16_kernel is the one the networks run.
+// One thread per output element y[n][h][w'][c'] (c' < c_pad, w' < w_pad): x[n][c'][h][w']
+// rounded, or 0 for the padding channels and columns. The general path; to_nhwc_vec_bf16_kernel
+// is the one the networks run.
 __global__ void to_nhwc_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y,
-                                    int c, int c_pad, int64_t hw, int64_t total) {
+                                    int c, int c_pad, int h, int w, int w_pad, int64_t total) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int64_t ci = i % c_pad, pix = i / c_pad, n = pix / hw, j = pix % hw;
-  y[i] = __float2bfloat16_rn(ci < c ? x[(n * c + ci) * hw + j] : 0.f);
+  const int64_t ci = i % c_pad, pix = i / c_pad, col = pix % w_pad, rows = pix / w_pad;
+  const int64_t n = rows / h, row = rows % h;
+  const bool ok = ci < c && col < w;
+  y[i] = __float2bfloat16_rn(ok ? x[((n * c + ci) * h + row) * w + col] : 0.f);
 }
 
-// c_pad % 8 == 0 and y 16-byte aligned: one thread per 8 output channels of one pixel, one
-// 16-byte store. Consecutive threads take consecutive pixels, so each channel plane of x is read
-// coalesced. blockIdx.y walks (image, channel group).
-__global__ void to_nhwc8_bf16_kernel(const float* __restrict__ x, uint4* __restrict__ y, int c,
-                                     int groups, int hw, int planes) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= hw) return;
+// c_pad % kV == 0 (kV = 4 or 8 channels: 8 or 16 bytes) and y aligned to that: one thread per kV
+// output channels of one pixel, one store. Consecutive threads take consecutive pixels, so each
+// channel plane of x is read coalesced. blockIdx.y walks (image, channel group).
+template <int kV>
+__global__ void to_nhwc_vec_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ y,
+                                        int c, int groups, int h, int w, int w_pad, int planes) {
+  using Vec = std::conditional_t<kV == 8, uint4, uint2>;
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;  // the output pixel, row * w_pad + col
+  if (j >= h * w_pad) return;
+  const int row = j / w_pad, col = j - row * w_pad;
+  const int64_t hw = int64_t(h) * w;
   for (int plane = blockIdx.y; plane < planes; plane += gridDim.y) {
     const int n = plane / groups, g = plane - n * groups;
-    float v[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int ci = 8 * g + e;
-      v[e] = ci < c ? __ldg(x + (int64_t(n) * c + ci) * hw + j) : 0.f;
-    }
-    uint4 out;
+    Vec out;
     auto* pair = reinterpret_cast<__nv_bfloat162*>(&out);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) pair[e] = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-    y[(int64_t(n) * hw + j) * groups + g] = out;
+    for (int e = 0; e < kV; e += 2) {
+      float v[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int ci = kV * g + e + u;
+        v[u] = ci < c && col < w ? __ldg(x + (int64_t(n) * c + ci) * hw + int64_t(row) * w + col)
+                                 : 0.f;
+      }
+      pair[e / 2] = __floats2bfloat162_rn(v[0], v[1]);
+    }
+    reinterpret_cast<Vec*>(y)[(int64_t(n) * h * w_pad + j) * groups + g] = out;
   }
 }
 
@@ -208,20 +219,27 @@ void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, in
 }
 
 void to_nhwc_bf16(const float* x, __nv_bfloat16* y, int n, int c, int h, int w, int c_pad,
-                  cudaStream_t stream) {
-  if (n < 1 || c < 1 || h < 1 || w < 1 || c_pad < c) {
-    throw std::invalid_argument("to_nhwc_bf16: sizes must be positive and c_pad >= c");
+                  int w_pad, cudaStream_t stream) {
+  if (n < 1 || c < 1 || h < 1 || w < 1 || c_pad < c || w_pad < w) {
+    throw std::invalid_argument("to_nhwc_bf16: sizes must be positive, c_pad >= c and w_pad >= w");
   }
-  const int64_t hw = int64_t(h) * w;
-  if (c_pad % 8 == 0 && gpu100::aligned16(y) && hw < INT_MAX &&
-      int64_t(n) * (c_pad / 8) < INT_MAX) {
-    const int groups = c_pad / 8, planes = n * groups;
-    const dim3 grid(blocks_for(hw), unsigned(std::min(planes, 65535)));
-    to_nhwc8_bf16_kernel<<<grid, kThreads, 0, stream>>>(x, reinterpret_cast<uint4*>(y), c, groups,
-                                                        int(hw), planes);
+  const int64_t pixels = int64_t(h) * w_pad;
+  const int kv = c_pad % 8 == 0 ? 8 : c_pad % 4 == 0 ? 4 : 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(y) % (2 * std::max(kv, 1)) == 0;
+  if (kv > 0 && aligned && pixels < INT_MAX && int64_t(n) * (c_pad / kv) < INT_MAX) {
+    const int groups = c_pad / kv, planes = n * groups;
+    const dim3 grid(blocks_for(pixels), unsigned(std::min(planes, 65535)));
+    if (kv == 8) {
+      to_nhwc_vec_bf16_kernel<8>
+          <<<grid, kThreads, 0, stream>>>(x, y, c, groups, h, w, w_pad, planes);
+    } else {
+      to_nhwc_vec_bf16_kernel<4>
+          <<<grid, kThreads, 0, stream>>>(x, y, c, groups, h, w, w_pad, planes);
+    }
   } else {
-    const int64_t total = int64_t(n) * c_pad * hw;
-    to_nhwc_bf16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, c_pad, hw, total);
+    const int64_t total = int64_t(n) * c_pad * pixels;
+    to_nhwc_bf16_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, c_pad, h, w, w_pad,
+                                                                    total);
   }
   CUDA_CHECK_LAST();
 }

@@ -86,27 +86,36 @@ TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW and bf16 NHWC", "[gpu]") 
   }
 }
 
-TEST_CASE("resnet: the bf16 input conversion (NCHW fp32 to NHWC bf16, channels padded)", "[gpu]") {
+TEST_CASE("resnet: the bf16 input conversion (NCHW fp32 to NHWC bf16, channels and width padded)",
+          "[gpu]") {
   GPU100_REQUIRE_GPU();
-  // The stems' 3 -> 8 and 1 -> 8, a second channel group (5 -> 16), no padding (8 -> 8) and a
-  // padding that is not a multiple of 8 (3 -> 4: the general path); odd sizes.
-  const std::vector<std::tuple<int, int, int, int, int>> cases = {
-      {2, 3, 7, 9, 8}, {3, 1, 13, 1, 8}, {1, 5, 4, 3, 16}, {2, 8, 5, 5, 8}, {2, 3, 3, 7, 4}};
+  // (n, c, h, w, c_pad, w_pad): the stems' 3 -> 8 and 1 -> 8, and 3 -> 4 and 1 -> 4 with an odd
+  // width made even (the 8- and 4-channel paths); a second channel group (5 -> 16); no padding
+  // (8 -> 8); a padding that is neither (3 -> 6: the general path); odd sizes.
+  const std::vector<std::tuple<int, int, int, int, int, int>> cases = {
+      {2, 3, 7, 9, 8, 9},  {3, 1, 13, 1, 8, 1}, {1, 5, 4, 3, 16, 3}, {2, 8, 5, 5, 8, 5},
+      {2, 3, 5, 9, 4, 10}, {1, 1, 3, 5, 4, 6},  {2, 3, 6, 8, 4, 8},  {2, 3, 3, 7, 6, 8}};
   uint64_t seed = 500;
-  for (const auto& [n, c, h, w, c_pad] : cases) {
-    INFO("N " << n << " C " << c << " " << h << " x " << w << " padded to " << c_pad);
+  for (const auto& [n, c, h, w, c_pad, w_pad] : cases) {
+    INFO("N " << n << " C " << c << " " << h << " x " << w << " padded to C " << c_pad << ", W "
+              << w_pad);
     const auto x = gpu100::random_vector<float>(size_t(n) * c * h * w, ++seed);
     day08::ConvShape cs;
     cs.n = n, cs.c = c, cs.h = h, cs.w = w;
-    const std::vector<bf16> want = day08::to_nhwc_bf16(cs, x, c_pad);
+    // day08's host conversion pads the channels; the columns past w are zero.
+    const std::vector<float> dense = gpu100::convert_to_float(day08::to_nhwc_bf16(cs, x, c_pad));
+    std::vector<float> want(size_t(n) * h * w_pad * c_pad, 0.f);
+    for (size_t row = 0; row < size_t(n) * h; ++row) {
+      std::copy_n(dense.begin() + row * w * c_pad, size_t(w) * c_pad,
+                  want.begin() + row * w_pad * c_pad);
+    }
     gpu100::DeviceBuffer<float> d_x(x.size());
     d_x.upload(x);
     gpu100::DeviceBuffer<bf16> d_y(want.size());
     d_y.poison();
-    to_nhwc_bf16(d_x.data(), d_y.data(), n, c, h, w, c_pad, nullptr);
+    to_nhwc_bf16(d_x.data(), d_y.data(), n, c, h, w, c_pad, w_pad, nullptr);
     sync_check();
-    const auto cmp = gpu100::compare(gpu100::convert_to_float(want),
-                                     gpu100::convert_to_float(d_y.download()), 0.0, 0.0);
+    const auto cmp = gpu100::compare(want, gpu100::convert_to_float(d_y.download()), 0.0, 0.0);
     INFO(cmp.summary());
     REQUIRE(cmp.ok);
   }
