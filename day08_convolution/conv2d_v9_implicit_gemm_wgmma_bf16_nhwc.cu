@@ -12,7 +12,11 @@
 //    landed; the TMA counts its bytes) and `empty` (all 8 consumer warps are done with the stage):
 //    no __syncthreads in the loop, and 3 stages of copies are in flight while one is multiplied;
 //  - 64 of GEMM_K per stage (one 128-byte swizzle row), twice v6's, and the A gather goes through
-//    L1 (cp.async.ca): neighbouring pixels' windows overlap, so a 3x3 filter's taps re-read x.
+//    L1 (cp.async.ca): neighbouring pixels' windows overlap, so a 3x3 filter's taps re-read x;
+//  - persistent blocks: as many as fit the GPU, each looping over output tiles, with the stages
+//    running on from one tile to the next, so the producer gathers the next tile while the
+//    consumers store this one (a layer with few slabs per tile, such as the ResNet stem's 4 or a
+//    64-channel 3x3's 9, would otherwise wait on each tile's pipeline fill and epilogue).
 // Costs: sm_90a only; 384 threads and 97 KB (N = 64) or 129 KB (N = 128) of shared memory per
 // block; C % 8 == 0 as v6, or C = 4 with S even (a stem's input, two taps per 16 bytes); the
 // weights' TMA map (cuTensorMapEncodeTiled) is made on the host at each call, and one
@@ -34,6 +38,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <stdexcept>
@@ -111,14 +116,13 @@ __device__ __forceinline__ int swizzle128(int r, int j) {
 
 // Y = float: the day's variant, fp32 NKPQ out (+ bias). Y = bf16: conv.hpp's fused layer form,
 // bf16 NPQK out with bias, residual and ReLU. blockIdx.z picks the convolution of the group (and
-// its weights' TMA map); blockIdx.x the output tile, filter tiles fastest (the blocks that share
-// an A tile run together, so its gather is served by L2).
+// its weights' TMA map); blockIdx.x the first of the output tiles the block loops over.
 // kPairs: C = 4 (S even), each 16-byte chunk of a row is taps (r, s) and (r, s + 1) of one pixel,
 // copied as two 8-byte cp.async (the stems' layout); otherwise C % 8 == 0, one 16-byte cp.async of
 // 8 channels of one tap.
 template <class C, class Y, bool kPairs>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
-    conv2d_v9_kernel(Params g, const ConvGroup<bf16, Y> grp, int tiles_n,
+    conv2d_v9_kernel(Params g, const ConvGroup<bf16, Y> grp, int tiles_m, int tiles_n,
                      const __grid_constant__ CUtensorMap map_w0,
                      const __grid_constant__ CUtensorMap map_w1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -135,9 +139,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const ConvOperands<bf16, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
   const CUtensorMap* map_w = blockIdx.z == 0 ? &map_w0 : &map_w1;
   const int tid = threadIdx.x, wg = tid / 128;
-  const int m_tile = static_cast<int>(blockIdx.x) / tiles_n;
-  const int m0 = m_tile * kBM, k0 = (static_cast<int>(blockIdx.x) - m_tile * tiles_n) * kBN;
   const int num_slabs = gpu100::ceil_div(g.RSC, kBK);
+  // Persistent: block b takes tiles b, b + gridDim.x, ... (filter tiles fastest: the blocks that
+  // share an A tile run together, so its gather is served by L2). The stages and their barrier
+  // phases run on across tiles, counted by `it` (one per slab), so the producer fills the next
+  // tile's stages while the consumers store this one's outputs.
+  const int tiles = tiles_m * tiles_n;
 
   if (tid == 0) {
     for (int st = 0; st < kStages; ++st) {
@@ -150,8 +157,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
   __syncthreads();  // the last block-wide barrier: from here the roles only meet on mbarriers
 
-  // Slab t (GEMM_K t * 64 .. t * 64 + 63) uses stage t % kStages, in phase t / kStages of that
-  // stage's barriers.
+  // Slab number `it` (counted over this block's tiles) uses stage it % kStages, in phase
+  // it / kStages of that stage's barriers.
   if (wg == C::kConsumerWGs) {
     // ---- producer warpgroup: the A gather (every thread) and the B box (thread 0) ----
     const bf16* __restrict__ x = op.x;
@@ -159,64 +166,71 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     // Chunk cj of rows row0 + 16 i: a warp copies 4 rows x 128 bytes per pass (4 pixels' 64
     // channels of one (r, s) when C >= 64: contiguous in x for neighbouring pixels at stride 1).
     const int cj = pt % 8, row0 = pt / 8;
-    // The pixel part of each row's address, computed once: the image base n*H*W*C and the window
-    // corner (ih0, iw0); a pixel past the end gets an ih0 that fails every row test (zero-filled).
-    int nbase[C::kRowsPerThread], ih0[C::kRowsPerThread], iw0[C::kRowsPerThread];
-#pragma unroll
-    for (int i = 0; i < C::kRowsPerThread; ++i) {
-      const int m = m0 + row0 + C::kRowsPerPass * i;
-      if (m < g.M) {
-        const int n = m / g.PQ, pq = m - n * g.PQ, p = pq / g.Q, q = pq - p * g.Q;
-        nbase[i] = n * g.HWC;
-        ih0[i] = p * g.stride - g.pad;
-        iw0[i] = q * g.stride - g.pad;
-      } else {
-        nbase[i] = 0;
-        ih0[i] = INT_MIN / 2;
-        iw0[i] = 0;
-      }
-    }
-    RscPos kp;  // the GEMM_K position of this thread's chunk in the next slab
-    kp.init(8 * cj, g);
-    int gk = 8 * cj;
-    for (int t = 0; t < num_slabs; ++t) {
-      const int st = t % kStages;
-      // The stage last held slab t - kStages: wait until the 8 consumer warps are done with it.
-      if (t >= kStages) mbar_wait(&empty[st], (t / kStages - 1) & 1);
-      if (pt == 0) {
-        // B: filters k0 .. k0 + kBN - 1, GEMM_K t * 64 ..: one box; rows past K and columns past
-        // R*S*C are zero-filled by the TMA (and still counted in its bytes).
-        mbar_expect_tx(&full[st], C::kBBytes);
-        tma_load_2d(b_tile(st), map_w, t * kBK, k0, &full[st]);
-      }
-      // A: this thread's kRowsPerThread chunks of 8 channels at (r, s, c) = kp; zero-filled in the
-      // padding, past the last pixel and past GEMM_K (C*R*S % 8 == 0: a chunk is wholly in or out).
-      const bool kvalid = gk < g.RSC;
-      const int rd = kp.r * g.dil, sd = kp.s * g.dil;
-      uint8_t* as = a_tile(st);
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int m_tile = tile / tiles_n;
+      const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
+      // The pixel part of each row's address, computed once per tile: the image base n*H*W*C and
+      // the window corner (ih0, iw0); a pixel past the end gets an ih0 that fails every row test
+      // (zero-filled).
+      int nbase[C::kRowsPerThread], ih0[C::kRowsPerThread], iw0[C::kRowsPerThread];
 #pragma unroll
       for (int i = 0; i < C::kRowsPerThread; ++i) {
-        const int ih = ih0[i] + rd, iw = iw0[i] + sd;
-        const bool row_ok = kvalid && unsigned(ih) < unsigned(g.h);
-        const bool ok = row_ok && unsigned(iw) < unsigned(g.w);
-        const bf16* src = ok ? x + (nbase[i] + (ih * g.w + iw) * g.c + kp.c) : x;
-        uint8_t* dst = as + swizzle128(row0 + C::kRowsPerPass * i, cj);
-        if constexpr (kPairs) {
-          // Taps s and s + 1 (kp.c == 0, kp.s even): columns iw and iw + dil, each 4 channels.
-          const int iw1 = iw + g.dil;
-          const bool ok1 = row_ok && unsigned(iw1) < unsigned(g.w);
-          const bf16* src1 = ok1 ? x + (nbase[i] + (ih * g.w + iw1) * 4) : x;
-          cp_async_8_ca(dst, src, ok);
-          cp_async_8_ca(dst + 8, src1, ok1);
+        const int m = m0 + row0 + C::kRowsPerPass * i;
+        if (m < g.M) {
+          const int n = m / g.PQ, pq = m - n * g.PQ, p = pq / g.Q, q = pq - p * g.Q;
+          nbase[i] = n * g.HWC;
+          ih0[i] = p * g.stride - g.pad;
+          iw0[i] = q * g.stride - g.pad;
         } else {
-          cp_async_16_ca(dst, src, ok);
+          nbase[i] = 0;
+          ih0[i] = INT_MIN / 2;
+          iw0[i] = 0;
         }
       }
-      // The hardware arrives on full[st] for this thread once these copies (and all its earlier
-      // ones) have landed; the thread goes on to the next stage at once.
-      gpu100::mbar::cp_async_arrive_noinc(&full[st]);
-      kp.advance(g);
-      gk += kBK;
+      RscPos kp;  // the GEMM_K position of this thread's chunk in the next slab
+      kp.init(8 * cj, g);
+      int gk = 8 * cj;
+      for (int t = 0; t < num_slabs; ++t, ++it) {
+        const int st = it % kStages;
+        // The stage last held slab it - kStages: wait until the 8 consumer warps are done with it.
+        if (it >= kStages) mbar_wait(&empty[st], (it / kStages - 1) & 1);
+        if (pt == 0) {
+          // B: filters k0 .. k0 + kBN - 1, GEMM_K t * 64 ..: one box; rows past K and columns past
+          // R*S*C are zero-filled by the TMA (and still counted in its bytes).
+          mbar_expect_tx(&full[st], C::kBBytes);
+          tma_load_2d(b_tile(st), map_w, t * kBK, k0, &full[st]);
+        }
+        // A: this thread's kRowsPerThread chunks of 8 channels at (r, s, c) = kp; zero-filled in
+        // the padding, past the last pixel and past GEMM_K (C*R*S % 8 == 0: a chunk is wholly in
+        // or out).
+        const bool kvalid = gk < g.RSC;
+        const int rd = kp.r * g.dil, sd = kp.s * g.dil;
+        uint8_t* as = a_tile(st);
+#pragma unroll
+        for (int i = 0; i < C::kRowsPerThread; ++i) {
+          const int ih = ih0[i] + rd, iw = iw0[i] + sd;
+          const bool row_ok = kvalid && unsigned(ih) < unsigned(g.h);
+          const bool ok = row_ok && unsigned(iw) < unsigned(g.w);
+          const bf16* src = ok ? x + (nbase[i] + (ih * g.w + iw) * g.c + kp.c) : x;
+          uint8_t* dst = as + swizzle128(row0 + C::kRowsPerPass * i, cj);
+          if constexpr (kPairs) {
+            // Taps s and s + 1 (kp.c == 0, kp.s even): columns iw and iw + dil, each 4 channels.
+            const int iw1 = iw + g.dil;
+            const bool ok1 = row_ok && unsigned(iw1) < unsigned(g.w);
+            const bf16* src1 = ok1 ? x + (nbase[i] + (ih * g.w + iw1) * 4) : x;
+            cp_async_8_ca(dst, src, ok);
+            cp_async_8_ca(dst + 8, src1, ok1);
+          } else {
+            cp_async_16_ca(dst, src, ok);
+          }
+        }
+        // The hardware arrives on full[st] for this thread once these copies (and all its
+        // earlier ones) have landed; the thread goes on to the next stage at once.
+        gpu100::mbar::cp_async_arrive_noinc(&full[st]);
+        kp.advance(g);
+        gk += kBK;
+      }
     }
     // Nothing in flight when this thread leaves (the consumers' waits already imply it).
     day04::mma::cp_async_commit();
@@ -228,78 +242,87 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // 16 w4 .. 16 w4 + 15 of those; lane (gq, tq): rows gq and gq + 8, filters 8 j + 2 tq + {0, 1}
   // (the m64nN accumulator layout, wgmma.cuh) ----
   const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
-  float d[kBN / 2];
-#pragma unroll
-  for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
   // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
   auto release = [&](int st) {
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
   };
-  for (int t = 0; t < num_slabs; ++t) {
-    const int st = t % kStages;
-    mbar_wait(&full[st], (t / kStages) & 1);  // slab t's A chunks and B box have landed
-    // A was written by cp.async (the generic proxy) and wgmma reads it through the async proxy: a
-    // proxy fence after the wait, before the reads (B came by TMA, already the async proxy).
-    fence_proxy_async_smem();
-    fence();  // wgmma.fence: the accumulator registers, before this slab's multiplies
-    // 4 k-steps of 16: each is 32 bytes further inside every 128-byte row (the swizzle is applied
-    // by the hardware on the address); this warpgroup's 64 A rows start 8 KB into the A tile.
+  int it = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m_tile = tile / tiles_n;
+    const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
+    float d[kBN / 2];
 #pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      const uint64_t da = make_desc(a_tile(st) + wg * 64 * 128 + kk * 32, 16, 1024);
-      const uint64_t db = make_desc(b_tile(st) + kk * 32, 16, 1024);
-      wgmma_k16<kBN>(d, da, db);
+    for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
+    for (int t = 0; t < num_slabs; ++t, ++it) {
+      const int st = it % kStages;
+      mbar_wait(&full[st], (it / kStages) & 1);  // slab it's A chunks and B box have landed
+      // A was written by cp.async (the generic proxy) and wgmma reads it through the async
+      // proxy: a proxy fence after the wait, before the reads (B came by TMA, already the async
+      // proxy).
+      fence_proxy_async_smem();
+      fence();  // wgmma.fence: the accumulator registers, before this slab's multiplies
+      // 4 k-steps of 16: each is 32 bytes further inside every 128-byte row (the swizzle is
+      // applied by the hardware on the address); this warpgroup's 64 A rows start 8 KB into the
+      // A tile.
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        const uint64_t da = make_desc(a_tile(st) + wg * 64 * 128 + kk * 32, 16, 1024);
+        const uint64_t db = make_desc(b_tile(st) + kk * 32, 16, 1024);
+        wgmma_k16<kBN>(d, da, db);
+      }
+      commit();
+      wait<1>();  // the previous slab's multiplies are done (this one's may still run)
+      if (t >= 1) release((it - 1) % kStages);
     }
-    commit();
-    wait<1>();  // slab t - 1's multiplies are done (slab t's may still run): its stage is free
-    if (t >= 1) release((t - 1) % kStages);
-  }
-  wait<0>();  // the last slab's multiplies (no release: the producer has finished)
+    wait<0>();                    // the tile's last multiplies
+    release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
 
-  // ---- epilogue: d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
-  // k0 + 8 j + 2 tq + e ----
+    // ---- epilogue (straight from the registers, while the producer fills the next tile's
+    // stages): d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
+    // k0 + 8 j + 2 tq + e ----
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
-    if (m >= g.M) continue;
-    if constexpr (std::is_same_v<Y, float>) {
-      // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes) of
-      // one output plane, as v6.
-      const int n = m / g.PQ;
-      float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
+      if (m >= g.M) continue;
+      if constexpr (std::is_same_v<Y, float>) {
+        // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
+        // of one output plane, as v6.
+        const int n = m / g.PQ;
+        float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
+        for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = k0 + 8 * j + 2 * tq + e;
-          if (k < g.k) {
-            yp[size_t(k) * g.PQ] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+          for (int e = 0; e < 2; ++e) {
+            const int k = k0 + 8 * j + 2 * tq + e;
+            if (k < g.k) {
+              yp[size_t(k) * g.PQ] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+            }
           }
-        }
-    } else {
-      // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel: one
-      // 4-byte bf16x2 store (and residual load); a quad's 4 lanes cover 16 contiguous bytes.
+      } else {
+        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel: one
+        // 4-byte bf16x2 store (and residual load); a quad's 4 lanes cover 16 contiguous bytes.
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const int k = k0 + 8 * j + 2 * tq;
-        if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
-        const size_t o = size_t(m) * g.k + k;
-        float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
-        if (op.bias != nullptr) v0 += op.bias[k], v1 += op.bias[k + 1];
-        if (op.residual != nullptr) {
-          const float2 r =
-              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(op.residual + o));
-          v0 += r.x, v1 += r.y;
+        for (int j = 0; j < kBN / 8; ++j) {
+          const int k = k0 + 8 * j + 2 * tq;
+          if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
+          const size_t o = size_t(m) * g.k + k;
+          float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
+          if (op.bias != nullptr) v0 += op.bias[k], v1 += op.bias[k + 1];
+          if (op.residual != nullptr) {
+            const float2 r =
+                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(op.residual + o));
+            v0 += r.x, v1 += r.y;
+          }
+          if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+          *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
         }
-        if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-        *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
       }
     }
   }
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
-  (void)g, (void)grp, (void)tiles_n, (void)map_w0, (void)map_w1;
+  (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)map_w0, (void)map_w1;
 #endif
 }
 
@@ -313,8 +336,8 @@ void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t s
   }();
   (void)attr_set;
   const Params g = nhwc::make_params(s, C::kBK);
-  const int tiles_n = gpu100::ceil_div(s.k, C::kBN);
-  const int64_t tiles = int64_t(gpu100::ceil_div(g.M, C::kBM)) * tiles_n;
+  const int tiles_n = gpu100::ceil_div(s.k, C::kBN), tiles_m = gpu100::ceil_div(g.M, C::kBM);
+  const int64_t tiles = int64_t(tiles_m) * tiles_n;
   if (tiles > int64_t(INT_MAX)) {
     throw std::invalid_argument(std::string(kName) + ": more output tiles than a grid holds");
   }
@@ -323,9 +346,20 @@ void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t s
   const CUtensorMap map0 = day04::make_tma_map_2d(grp.op[0].w, s.k, g.RSC, C::kBN, C::kBK);
   const CUtensorMap map1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : map0;
-  const dim3 grid(static_cast<unsigned>(tiles), 1, grp.count);
+  // Persistent: as many blocks as fit on the GPU at once (shared among the group's
+  // convolutions), each looping over tiles; fewer when there are fewer tiles.
+  static const int resident = [] {
+    int per_sm = 0, dev = 0, sms = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, conv2d_v9_kernel<C, Y, kPairs>, C::kThreads, C::kSmemBytes));
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return std::max(1, per_sm) * sms;
+  }();
+  const int64_t blocks = std::min<int64_t>(tiles, std::max(1, resident / grp.count));
+  const dim3 grid(static_cast<unsigned>(blocks), 1, grp.count);
   conv2d_v9_kernel<C, Y, kPairs>
-      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, tiles_n, map0, map1);
+      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, tiles_m, tiles_n, map0, map1);
   CUDA_CHECK_LAST();
 }
 
