@@ -45,7 +45,8 @@ void declare_flags(gpu100::ArgParser& args) {
                   "sequential,streams,dual");
   args.add_flag("no-library", "leave out the cuDNN rows");
   args.add_flag("no-graph", "leave out the rows replayed as a CUDA graph");
-  args.add_flag("layers", "print each own row's time per layer kind (one sequential forward)");
+  args.add_flag("layers",
+                "time each own precision per layer kind (sequential forwards), as layers_ rows");
   args.add_string("weights", "a weights file (scripts/export_weights.py); default: --seed", "");
   args.add_string("input", "an input batch file (its N, H and W replace --batch, --h, --w)", "");
   args.add_string("output", "write the logits of the first row that runs to this file", "");
@@ -163,7 +164,10 @@ int run(int argc, char** argv) {
     const auto in = images.upload(n);
     std::vector<const float*> ptrs;
     for (const auto& b : in) ptrs.push_back(b.data());
-    if (args_layers) print_layer_breakdown(opt, wts, ptrs, n, images.h(), images.w());
+    std::vector<ResultRow> layers;
+    if (args_layers) {
+      layers = layer_rows(opt, wts, ptrs, n, images.h(), images.w(), run.ceiling_gbps());
+    }
     std::vector<ResultRow> rows;
     for (const NetRow& row : net_rows()) {
       if (std::find(opt.rows.begin(), opt.rows.end(), row.name) == opt.rows.end()) continue;
@@ -177,6 +181,7 @@ int run(int argc, char** argv) {
     gpu100::link_libraries(rows);
     gpu100::append(verdict_extra, best_line(n, rows));
     for (const auto& r : rows) run.table().add(r);
+    for (const auto& r : layers) run.table().add(r);
   }
   if (!opt.output.empty() && !logits.empty()) {
     save_logits(opt.output, logits, int(logits.size()) / wts.classes, wts.classes);

@@ -201,8 +201,10 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
   return r;
 }
 
-void print_layer_breakdown(const NetOptions& opt, const NetWeights& wts,
-                           const std::vector<const float*>& inputs, int n, int h, int w) {
+std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeights& wts,
+                                          const std::vector<const float*>& inputs, int n, int h,
+                                          int w, double ceiling_gbps) {
+  std::vector<gpu100::ResultRow> rows;
   gpu100::DeviceBuffer<float> logits(size_t(n) * wts.classes);
   for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16}) {
     const bool wanted = std::any_of(opt.rows.begin(), opt.rows.end(), [&](const std::string& r) {
@@ -213,25 +215,39 @@ void print_layer_breakdown(const NetOptions& opt, const NetWeights& wts,
     const std::vector<Net::StepTime> steps = net.profile(inputs, n, h, w, logits.data());
     struct Sum {
       int count = 0;
-      double ms = 0, flops = 0;
+      double ms = 0, flops = 0, bytes = 0;
     };
     std::vector<std::pair<std::string, Sum>> kinds;  // in first-seen order
-    double total = 0;
+    Sum total;
     for (const auto& st : steps) {
       auto it =
           std::find_if(kinds.begin(), kinds.end(), [&](auto& k) { return k.first == st.kind; });
       if (it == kinds.end()) it = kinds.insert(kinds.end(), {st.kind, Sum{}});
-      it->second.count++, it->second.ms += st.ms, it->second.flops += st.flops;
-      total += st.ms;
+      for (Sum* sum : {&it->second, &total}) {
+        sum->count++, sum->ms += st.ms, sum->flops += st.flops, sum->bytes += st.bytes;
+      }
     }
-    fmt::print("layers, {} sequential, N={} {}x{} (one forward, events between steps): {:.3f} ms\n",
-               gpu100::to_string(p), n, h, w, total);
+    kinds.push_back({"total", total});
+    fmt::print(
+        "layers, {} sequential, N={} {}x{} (median of 5 forwards, events between steps): "
+        "{:.3f} ms\n",
+        gpu100::to_string(p), n, h, w, total.ms);
     for (const auto& [kind, sum] : kinds) {
-      fmt::print("  {:<16} x{:<3} {:9.3f} ms  {:5.1f}%  {}\n", kind, sum.count, sum.ms,
-                 100 * sum.ms / total,
-                 sum.flops > 0 ? fmt::format("{:.1f} TFLOP/s", sum.flops / (sum.ms * 1e9)) : "-");
+      gpu100::ResultRow r =
+          gpu100::make_row(fmt::format("layers_{}: {}", gpu100::to_string(p), kind),
+                           gpu100::to_string(p), fmt::format("N={} {}x{}", n, h, w));
+      r.verified = false;
+      r.ms = sum.ms;
+      gpu100::derive(r, sum.bytes, sum.flops, ceiling_gbps, 0, 0);
+      r.metrics = {{"steps", double(sum.count)}, {"share %", 100 * sum.ms / total.ms}};
+      fmt::print("  {:<16} x{:<3} {:9.3f} ms  {:5.1f}%  {:>14}  {:7.0f} GB/s ({:4.1f}% of copy)\n",
+                 kind, sum.count, sum.ms, 100 * sum.ms / total.ms,
+                 sum.flops > 0 ? fmt::format("{:.1f} TFLOP/s", sum.flops / (sum.ms * 1e9)) : "-",
+                 r.gbps.value_or(0), r.pct_of_ceiling.value_or(0));
+      rows.push_back(std::move(r));
     }
   }
+  return rows;
 }
 
 }  // namespace capstone::resnet

@@ -67,9 +67,12 @@ gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const Ne
                               Images& images, const std::vector<const float*>& inputs, int n,
                               gpu100::DayRun& run, bool strict, std::vector<float>* logits_out);
 
-// --layers: for each selected precision, one sequential forward of our network with an event
-// between steps, printed as time per layer kind (count, ms, share of the forward, TFLOP/s).
-void print_layer_breakdown(const NetOptions& opt, const NetWeights& wts,
-                           const std::vector<const float*>& inputs, int n, int h, int w);
+// --layers: for each selected precision, sequential forwards of our network with an event
+// between steps (the median of 5 for each step), summed per layer kind: printed (count, ms, share
+// of the forward, TFLOP/s, GB/s of its compulsory bytes and % of the copy ceiling) and returned
+// as unverified rows "layers_<precision>: <kind>", the last "layers_<precision>: total".
+std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeights& wts,
+                                          const std::vector<const float*>& inputs, int n, int h,
+                                          int w, double ceiling_gbps);
 
 }  // namespace capstone::resnet

@@ -457,44 +457,71 @@ std::string step_kind(const ConvSpec& s, bool stem) {
 }  // namespace
 
 std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs, int n, int h,
-                                        int w, float* logits) {
+                                        int w, float* logits, int reps) {
   forward(inputs, n, h, w, logits, nullptr);  // plans, tunes and warms up
-  std::vector<std::pair<StepTime, cudaEvent_t>> marks;
-  auto mark = [&](StepTime st) {
-    cudaEvent_t e = nullptr;
-    CUDA_CHECK(cudaEventCreate(&e));
-    CUDA_CHECK(cudaEventRecord(e, nullptr));
-    marks.emplace_back(std::move(st), e);
-  };
-  mark({"start", 0, 0});
+  const bool bf = precision_ == gpu100::Precision::kBf16;
+  // The steps' kinds, FLOPs and bytes, in order.
+  std::vector<StepTime> steps;
   for (int t = 0; t < int(trunk_.size()); ++t) {
-    for (const Op& op : progs_[t].ops) {
-      run_op(t, op, n, inputs, nullptr);
+    const Program& prog = progs_[t];
+    for (const Op& op : prog.ops) {
       StepTime st;
+      // Every tensor once: the input (the caller's fp32 batch for the first step), the residual,
+      // the output; plus the weights.
+      st.bytes = double(prog.tensors[op.out].bytes) +
+                 (op.in >= 0 ? double(prog.tensors[op.in].bytes)
+                             : double(n) * op.c * op.h * op.w * sizeof(float)) +
+                 (op.residual >= 0 ? double(prog.tensors[op.residual].bytes) : 0.0);
       if (op.kind == Op::kConv) {
-        const ConvSpec& s = trunk_[t].layers[op.layer].spec;
+        const Layer& l = trunk_[t].layers[op.layer];
+        const ConvSpec& s = l.spec;
         st.kind = step_kind(s, op.layer == 0);
         st.flops = 2.0 * n * s.c_in * s.c_out * s.r * s.r * double(s.out(op.h)) * s.out(op.w);
+        st.bytes += bf                  ? l.w16.size() * sizeof(bf16)
+                    : l.wino.size() > 0 ? l.wino.size() * sizeof(float)
+                                        : l.w32.size() * sizeof(float);
       } else {
         st.kind = op.kind == Op::kConvert   ? "convert"
                   : op.kind == Op::kMaxPool ? "max pool"
                                             : "avg pool";
       }
-      mark(st);
+      steps.push_back(st);
     }
   }
-  fc(n, logits, nullptr);
-  mark({"fc", 0, 2.0 * n * 512 * classes_ * double(trunk_.size())});
-  CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<StepTime> out;
-  for (size_t i = 1; i < marks.size(); ++i) {
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i - 1].second, marks[i].second));
-    out.push_back(marks[i].first);
-    out.back().ms = ms;
+  StepTime fc_step{"fc", 0, 2.0 * n * 512 * classes_ * double(trunk_.size())};
+  fc_step.bytes =
+      (double(n) * 512 * trunk_.size() + 512.0 * classes_ * trunk_.size() + double(n) * classes_) *
+      sizeof(float);
+  steps.push_back(fc_step);
+
+  // reps forwards, an event after every step.
+  std::vector<cudaEvent_t> events(steps.size() + 1);
+  for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
+  std::vector<std::vector<float>> ms(steps.size());
+  for (int rep = 0; rep < std::max(reps, 1); ++rep) {
+    size_t i = 0;
+    CUDA_CHECK(cudaEventRecord(events[i++], nullptr));
+    for (int t = 0; t < int(trunk_.size()); ++t) {
+      for (const Op& op : progs_[t].ops) {
+        run_op(t, op, n, inputs, nullptr);
+        CUDA_CHECK(cudaEventRecord(events[i++], nullptr));
+      }
+    }
+    fc(n, logits, nullptr);
+    CUDA_CHECK(cudaEventRecord(events[i++], nullptr));
+    CUDA_CHECK(cudaEventSynchronize(events.back()));
+    for (size_t j = 0; j < steps.size(); ++j) {
+      float e = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&e, events[j], events[j + 1]));
+      ms[j].push_back(e);
+    }
   }
-  for (auto& m : marks) cudaEventDestroy(m.second);
-  return out;
+  for (auto& e : events) cudaEventDestroy(e);
+  for (size_t j = 0; j < steps.size(); ++j) {
+    std::nth_element(ms[j].begin(), ms[j].begin() + ms[j].size() / 2, ms[j].end());
+    steps[j].ms = ms[j][ms[j].size() / 2];
+  }
+  return steps;
 }
 
 void Net::fc(int n, float* logits, cudaStream_t stream) {

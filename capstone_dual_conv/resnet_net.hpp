@@ -71,15 +71,17 @@ class Net {
   void forward_graph(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
                      cudaStream_t stream = nullptr);
 
-  // One timed sequential forward with an event between steps: the GPU time of each step, named
-  // by its kind ("stem 7x7/2", "conv 3x3/1", "conv 3x3/2", "shortcut 1x1/2", "max pool",
-  // "avg pool", "convert", "fc") and its FLOPs (0 for the pools). For the README's breakdown.
+  // Timed sequential forwards with an event between steps (the median of `reps` for each step):
+  // the GPU time of each step, named by its kind ("stem 7x7/2", "conv 3x3/1", "conv 3x3/2",
+  // "shortcut 1x1/2", "max pool", "avg pool", "convert", "fc"), its FLOPs (0 for the pools) and
+  // its compulsory bytes. For the README's breakdown.
   struct StepTime {
     std::string kind;
     double ms = 0, flops = 0;
+    double bytes = 0;  // the step's compulsory traffic: its inputs, weights and output, once each
   };
   std::vector<StepTime> profile(const std::vector<const float*>& inputs, int n, int h, int w,
-                                float* logits);
+                                float* logits, int reps = 5);
 
   int classes() const { return classes_; }
   Model model() const { return model_; }
