@@ -28,7 +28,8 @@ constexpr double kRowBudgetMs = 3000;  // timed repeats per row: about this long
 
 const std::vector<NetRow>& net_rows() {
   static const std::vector<NetRow> rows = {
-      {"own_fp32_sequential", "fp32 (FMA), day08 v4 fused, trunks one after the other",
+      {"own_fp32_sequential",
+       "fp32 (FMA), day08 Winograd (3x3/1) and v4 fused, trunks one after the other",
        Precision::kFp32, Trunks::kSequential, false},
       {"own_fp32_streams", "fp32, each trunk on its own CUDA stream", Precision::kFp32,
        Trunks::kStreams, false},
