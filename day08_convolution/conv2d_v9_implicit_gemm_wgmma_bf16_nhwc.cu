@@ -173,17 +173,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       // The pixel part of each row's address, computed once per tile: the image base n*H*W*C and
       // the window corner (ih0, iw0); a pixel past the end gets an ih0 that fails every row test
       // (zero-filled).
-      int nbase[C::kRowsPerThread], ih0[C::kRowsPerThread], iw0[C::kRowsPerThread];
+      // rowoff: the element offset of the window's corner (it may lie in the padding, even be
+      // negative: it is only used where the tap's pixel is inside the image).
+      int rowoff[C::kRowsPerThread], ih0[C::kRowsPerThread], iw0[C::kRowsPerThread];
 #pragma unroll
       for (int i = 0; i < C::kRowsPerThread; ++i) {
         const int m = m0 + row0 + C::kRowsPerPass * i;
         if (m < g.M) {
           const int n = m / g.PQ, pq = m - n * g.PQ, p = pq / g.Q, q = pq - p * g.Q;
-          nbase[i] = n * g.HWC;
           ih0[i] = p * g.stride - g.pad;
           iw0[i] = q * g.stride - g.pad;
+          rowoff[i] = n * g.HWC + (ih0[i] * g.w + iw0[i]) * g.c;
         } else {
-          nbase[i] = 0;
+          rowoff[i] = 0;
           ih0[i] = INT_MIN / 2;
           iw0[i] = 0;
         }
@@ -191,6 +193,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       RscPos kp;  // the GEMM_K position of this thread's chunk in the next slab
       kp.init(8 * cj, g);
       int gk = 8 * cj;
+      // Row row0 + 16 i of a tile, chunk cj: the swizzle's XOR term is the same for every i
+      // (16 i is a multiple of 8), so the destinations are dst0 + 2048 i.
+      const int dst0 = swizzle128(row0, cj);
       for (int t = 0; t < num_slabs; ++t, ++it) {
         const int st = it % kStages;
         // The stage last held slab it - kStages: wait until the 8 consumer warps are done with it.
@@ -203,26 +208,26 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         }
         // A: this thread's kRowsPerThread chunks of 8 channels at (r, s, c) = kp; zero-filled in
         // the padding, past the last pixel and past GEMM_K (C*R*S % 8 == 0: a chunk is wholly in
-        // or out).
+        // or out). The tap's offset from the window corner is the same for every row: computed
+        // once per slab, each row adds it to its corner and checks its bounds (the gather's
+        // integer work is most of the producer's instructions).
         const bool kvalid = gk < g.RSC;
         const int rd = kp.r * g.dil, sd = kp.s * g.dil;
-        uint8_t* as = a_tile(st);
+        const int off = (rd * g.w + sd) * g.c + kp.c;
+        uint8_t* as = a_tile(st) + dst0;
 #pragma unroll
         for (int i = 0; i < C::kRowsPerThread; ++i) {
-          const int ih = ih0[i] + rd, iw = iw0[i] + sd;
-          const bool row_ok = kvalid && unsigned(ih) < unsigned(g.h);
+          const bool row_ok = kvalid && unsigned(ih0[i] + rd) < unsigned(g.h);
+          const int iw = iw0[i] + sd;
           const bool ok = row_ok && unsigned(iw) < unsigned(g.w);
-          const bf16* src = ok ? x + (nbase[i] + (ih * g.w + iw) * g.c + kp.c) : x;
-          uint8_t* dst = as + swizzle128(row0 + C::kRowsPerPass * i, cj);
+          uint8_t* dst = as + C::kRowsPerPass * 128 * i;
           if constexpr (kPairs) {
-            // Taps s and s + 1 (kp.c == 0, kp.s even): columns iw and iw + dil, each 4 channels.
-            const int iw1 = iw + g.dil;
-            const bool ok1 = row_ok && unsigned(iw1) < unsigned(g.w);
-            const bf16* src1 = ok1 ? x + (nbase[i] + (ih * g.w + iw1) * 4) : x;
-            cp_async_8_ca(dst, src, ok);
-            cp_async_8_ca(dst + 8, src1, ok1);
+            // Taps s and s + 1 (kp.c == 0, kp.s even): columns iw and iw + dil, 4 channels each.
+            const bool ok1 = row_ok && unsigned(iw + g.dil) < unsigned(g.w);
+            cp_async_8_ca(dst, x + (ok ? rowoff[i] + off : 0), ok);
+            cp_async_8_ca(dst + 8, x + (ok1 ? rowoff[i] + off + 4 * g.dil : 0), ok1);
           } else {
-            cp_async_16_ca(dst, src, ok);
+            cp_async_16_ca(dst, x + (ok ? rowoff[i] + off : 0), ok);
           }
         }
         // The hardware arrives on full[st] for this thread once these copies (and all its
