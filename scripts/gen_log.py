@@ -9,6 +9,9 @@ Every table in a Markdown file sits between two markers naming its JSON file:
 
 A marker ending in " sweep" (<!-- results: PATH sweep -->) gives one row per size instead, and one
 ending in " throughput" one row per variant with its images/s at each batch size (the networks).
+" layers" gives the networks' time per layer kind (capstone_mc_resnet18 --layers rows), and
+" ladder", with a folder for PATH, one row per results file in it (in name order): the networks'
+best times at each step of their optimisation.
 For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check and
 " torch-<model>" PyTorch's images/s per mode and batch size.
 
@@ -26,7 +29,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
-BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| torch-checks| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| layers| ladder| torch-checks| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 COLUMNS = [
     ("variant", "variant", "{}"),
@@ -93,6 +96,8 @@ def render_throughput(json_path):
         if case["variant"] == "cpu_reference":
             cpu = case
             continue
+        if case["variant"].startswith("layers_"):  # the " layers" table's rows
+            continue
         n = case["shape"].split()[0]
         if case["variant"] not in variants:
             variants.append(case["variant"])
@@ -121,6 +126,73 @@ def render_throughput(json_path):
                     if c.get("note")})
     if notes:
         lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def render_layers(json_path):
+    """capstone_mc_resnet18 --layers: per precision, one row per layer kind, and per batch size
+    its time, share of the forward, TFLOP/s and GB/s of its compulsory bytes (% of the copy
+    ceiling)."""
+    data = json.loads((ROOT / json_path).read_text())
+    groups = {}  # precision -> {"batches": [...], "kinds": [...], (kind, n): case}
+    for c in data["cases"]:
+        if not c["variant"].startswith("layers_"):
+            continue
+        prec, kind = c["variant"][len("layers_"):].split(": ", 1)
+        n = c["shape"].split()[0]
+        g = groups.setdefault(prec, {"batches": [], "kinds": []})
+        if n not in g["batches"]:
+            g["batches"].append(n)
+        if kind not in g["kinds"]:
+            g["kinds"].append(kind)
+        g[(kind, n)] = c
+    lines = [header(data, json_path), "",
+             "Time per layer kind: sequential forwards with an event between steps, the median of 5 "
+             "for each step. GB/s counts each step's compulsory bytes (its input, residual, weights "
+             "and output, once each).", ""]
+    for prec, g in groups.items():
+        cols = "".join(f" {n} ms | {n} share | {n} TFLOP/s | {n} GB/s (% of copy) |" for n in g["batches"])
+        lines += [f"**{prec}**", "", "| layer kind | steps |" + cols,
+                  "|---|---:|" + "---:|---:|---:|---:|" * len(g["batches"])]
+        for kind in g["kinds"]:
+            steps = next(int(g[(kind, n)]["metrics"]["steps"]) for n in g["batches"] if (kind, n) in g)
+            cells = []
+            for n in g["batches"]:
+                c = g.get((kind, n))
+                if c is None:
+                    cells += ["-"] * 4
+                    continue
+                tf = "-" if c.get("tflops") is None else f"{c['tflops']:.1f}"
+                gb = "-" if c.get("gbps") is None else f"{c['gbps']:,.0f} ({c['pct_of_ceiling']:.0f}%)"
+                cells += [f"{c['ms']:.3f}", f"{c['metrics']['share %']:.1f}%", tf, gb]
+            name = f"**{kind}**" if kind == "total" else kind
+            lines.append(f"| {name} | {steps} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_ladder(folder):
+    """One row per results file of the folder (name order): the fastest own row per precision at
+    N=1 and N=32, bf16 images/s at N=128, and cuDNN's bf16 network at N=32 for scale."""
+    files = sorted((ROOT / folder).glob("*.json"))
+    def best(data, prefix, n):
+        ms = [c["ms"] for c in data["cases"] if c["variant"].startswith(prefix) and c.get("ms")
+              and c["shape"].split()[0] == n and c.get("ok")]
+        return min(ms) if ms else None
+    def fmt(v, f="{:.2f}"):
+        return "-" if v is None else f.format(v)
+    lines = [f"Each row is one run of `capstone_mc_resnet18` on {json.loads(files[0].read_text())['gpu']}"
+             f" at 416x544 (fastest own row of each precision, any trunks mode; ms). Source: `{folder}`.", "",
+             "| step | commit | bf16 N=1 | bf16 N=32 | bf16 N=128 images/s | fp32 N=32 | TF32 N=32 | cuDNN bf16 N=32 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for f in files:
+        data = json.loads(f.read_text())
+        step = re.sub(r"^\d+_", "", f.stem).replace("_", " ")
+        b128 = best(data, "own_bf16", "N=128")
+        lines.append(f"| {step} | `{data['git']}` | {fmt(best(data, 'own_bf16', 'N=1'), '{:.3f}')} | "
+                     f"{fmt(best(data, 'own_bf16', 'N=32'))} | {fmt(None if b128 is None else 128e3 / b128, '{:,.0f}')} | "
+                     f"{fmt(best(data, 'own_fp32', 'N=32'))} | {fmt(best(data, 'own_tf32', 'N=32'))} | "
+                     f"{fmt(best(data, 'cudnn_bf16', 'N=32'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -191,6 +263,10 @@ def regenerate(text):
             body = render_sweep(m.group("path"))
         elif mode == "throughput":
             body = render_throughput(m.group("path"))
+        elif mode == "layers":
+            body = render_layers(m.group("path"))
+        elif mode == "ladder":
+            body = render_ladder(m.group("path"))
         elif mode == "torch-checks":
             body = render_torch_checks(m.group("path"))
         elif mode.startswith("torch-"):
