@@ -4,7 +4,7 @@
 // Every convolution is day08's fused layer form (day08::conv2d_fused, conv2d_fused_winograd and
 // conv2d_fused_bf16_nhwc):
 // BN folded into the weights and the bias, and the bias, the block's residual and the ReLU applied
-// in the convolution's own store. The pools are resnet.hpp's, the FC is day04::gemm onto the bias.
+// in the convolution's own store. The pools are resnet.hpp's, the FC one warp per logit.
 //   fp32: fp32 NCHW activations, FMA only (no TF32): day08 v7's Winograd F(2x2, 3x3) kernel for
 //         the 3x3 stride-1 layers (filters transformed once, in the constructor), v4's kernel for
 //         the others.
@@ -140,7 +140,7 @@ class Net {
   int classes_;
   bool stem_pairs_ = false;  // bf16: the stems in 4 channels with 7x8 filters (v9's pair copies)
   std::vector<DeviceTrunk> trunk_;
-  gpu100::DeviceBuffer<float> fc_t_[2], fc_b_;  // per trunk W^T [512, classes]; the bias
+  gpu100::DeviceBuffer<float> fc_w_, fc_b_;  // the FC's W [classes][512 x trunks] and bias
   std::vector<Program> progs_;
   Layout layout_;
   Arena arena_;
