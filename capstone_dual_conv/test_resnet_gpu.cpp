@@ -370,16 +370,24 @@ TEST_CASE("resnet: the fused convolution rejects bad groups before any launch", 
 
 namespace {
 
+// The inputs (one per trunk) on the device, and the pointers Net::forward takes.
+struct DeviceInputs {
+  std::vector<gpu100::DeviceBuffer<float>> d;
+  std::vector<const float*> ptrs;
+  explicit DeviceInputs(const std::vector<std::vector<float>>& inputs) {
+    for (const auto& x : inputs) {
+      d.emplace_back(x.size());
+      d.back().upload(x);
+      ptrs.push_back(d.back().data());
+    }
+  }
+};
+
 // Runs `net` on random inputs (one per trunk) and returns the logits; poisons them first.
 std::vector<float> run_net(Net& net, const std::vector<std::vector<float>>& inputs, int n, int h,
                            int w) {
-  std::vector<gpu100::DeviceBuffer<float>> d;
-  std::vector<const float*> ptrs;
-  for (const auto& x : inputs) {
-    d.emplace_back(x.size());
-    d.back().upload(x);
-    ptrs.push_back(d.back().data());
-  }
+  const DeviceInputs in(inputs);
+  const std::vector<const float*>& ptrs = in.ptrs;
   gpu100::DeviceBuffer<float> logits(size_t(n) * net.classes());
   logits.poison();
   net.forward(ptrs, n, h, w, logits.data());
@@ -474,13 +482,8 @@ TEST_CASE("resnet: the forward replayed as a CUDA graph gives the eager forward'
   const int n = 2, h = 29, w = 37;
   if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) return;
   const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, 800);
-  std::vector<gpu100::DeviceBuffer<float>> d;
-  std::vector<const float*> ptrs;
-  for (const auto& x : inputs) {
-    d.emplace_back(x.size());
-    d.back().upload(x);
-    ptrs.push_back(d.back().data());
-  }
+  const DeviceInputs in(inputs);
+  const std::vector<const float*>& ptrs = in.ptrs;
   for (gpu100::Precision p : kPrecisions)
     for (Trunks t : kTrunks) {
       INFO(gpu100::to_string(p) << ", " << to_string(t));
@@ -507,13 +510,8 @@ TEST_CASE("resnet: the layer profile times every step and counts every FLOP", "[
   const NetWeights wts = random_net_weights(Model::kMcResNet18, 9);
   const int n = 1, h = 31, w = 23;
   const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, 900);
-  std::vector<gpu100::DeviceBuffer<float>> d;
-  std::vector<const float*> ptrs;
-  for (const auto& x : inputs) {
-    d.emplace_back(x.size());
-    d.back().upload(x);
-    ptrs.push_back(d.back().data());
-  }
+  const DeviceInputs in(inputs);
+  const std::vector<const float*>& ptrs = in.ptrs;
   gpu100::DeviceBuffer<float> logits(15);
   for (gpu100::Precision p : kPrecisions) {
     Net net(wts, p, Trunks::kSequential);
