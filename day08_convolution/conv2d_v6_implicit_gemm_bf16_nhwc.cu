@@ -226,13 +226,7 @@ void conv2d_v6_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStre
   if (const std::string why = v6_refusal(s, false); !why.empty()) {
     throw std::invalid_argument("v6_implicit_gemm_bf16_nhwc: " + why);
   }
-  for (int i = 0; i < grp.count; ++i) {
-    if (reinterpret_cast<uintptr_t>(grp.op[i].x) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(grp.op[i].w) % 16 != 0) {
-      throw std::invalid_argument(
-          "v6_implicit_gemm_bf16_nhwc: x and w must be 16-byte aligned (16-byte cp.async)");
-    }
-  }
+  nhwc::require_aligned16("v6_implicit_gemm_bf16_nhwc", grp, "16-byte cp.async");
   gpu100::require_build(gpu100::ArchNeed::kSm80, "v6_implicit_gemm_bf16_nhwc");
   const Params g = nhwc::make_params(s, kBK);
   const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(s.k, kBN), grp.count);

@@ -382,12 +382,7 @@ void conv2d_v9_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStre
                                   ": K must be even for bf16 output (two channels per store)");
     }
   }
-  for (int i = 0; i < grp.count; ++i) {
-    if (!gpu100::aligned16(grp.op[i].x) || !gpu100::aligned16(grp.op[i].w)) {
-      throw std::invalid_argument(std::string(kName) +
-                                  ": x and w must be 16-byte aligned (16-byte cp.async, TMA)");
-    }
-  }
+  nhwc::require_aligned16(kName, grp, "16-byte cp.async, TMA");
   gpu100::require_build(gpu100::ArchNeed::kSm90a, kName);
   const bool pairs = s.c % 8 != 0;  // C = 4, S even (v9_refusal)
   if (s.k <= 64) {

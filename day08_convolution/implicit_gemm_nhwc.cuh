@@ -6,8 +6,13 @@
 // c fastest. A thread copies 8 channels (16 bytes) of one (r, s) at a time: with C % 8 == 0 a
 // chunk never straddles two (r, s). Its position along GEMM_K advances by one slab (BK) per
 // stage, with carries and no divisions.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+#include <string>
+
+#include "common/math.hpp"
 #include "conv.hpp"
 
 namespace day08::nhwc {
@@ -52,5 +57,18 @@ struct RscPos {
     if (s >= g.s) s -= g.s, ++r;
   }
 };
+
+// The launchers' alignment rule: every x and w of the group 16-byte aligned (the 16-byte
+// cp.async of A, v9's TMA of the filters); otherwise std::invalid_argument naming the variant.
+template <class Y>
+void require_aligned16(const char* variant, const ConvGroup<__nv_bfloat16, Y>& grp,
+                       const char* what_needs_it) {
+  for (int i = 0; i < grp.count; ++i) {
+    if (!gpu100::aligned16(grp.op[i].x) || !gpu100::aligned16(grp.op[i].w)) {
+      throw std::invalid_argument(std::string(variant) + ": x and w must be 16-byte aligned (" +
+                                  what_needs_it + ")");
+    }
+  }
+}
 
 }  // namespace day08::nhwc
