@@ -48,4 +48,25 @@ else()
   message(STATUS "gpu100: cuDNN not found (optional; set CUDNN_ROOT to point at it): its rows will be skipped")
 endif()
 
+# The cuDNN frontend (header-only C++ over cuDNN's graph API) is optional too: day05's cuDNN
+# fused-attention row uses it. scripts/setup.sh --cudnn-frontend unpacks the headers of pip's
+# nvidia-cudnn-frontend into .whl/cudnn_frontend/include; -DCUDNN_FRONTEND_ROOT=/path finds another.
+find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
+          HINTS ${CUDNN_FRONTEND_ROOT} $ENV{CUDNN_FRONTEND_ROOT}
+                ${PROJECT_SOURCE_DIR}/.whl/cudnn_frontend
+          PATH_SUFFIXES include NO_DEFAULT_PATH)
+if(GPU100_HAVE_CUDNN AND CUDNN_FRONTEND_INCLUDE_DIR)
+  set(GPU100_HAVE_CUDNN_FRONTEND ON)
+  add_library(gpu100_cudnn_frontend INTERFACE)
+  add_library(gpu100::cudnn_frontend ALIAS gpu100_cudnn_frontend)
+  target_include_directories(gpu100_cudnn_frontend SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR})
+  target_link_libraries(gpu100_cudnn_frontend INTERFACE gpu100::cudnn CUDA::nvrtc)
+  target_compile_definitions(gpu100_cudnn_frontend INTERFACE GPU100_HAVE_CUDNN_FRONTEND=1)
+  message(STATUS "gpu100: cuDNN frontend found: ${CUDNN_FRONTEND_INCLUDE_DIR}")
+else()
+  set(GPU100_HAVE_CUDNN_FRONTEND OFF)
+  message(STATUS "gpu100: cuDNN frontend not found (optional; scripts/setup.sh --cudnn-frontend): "
+                 "day05's cudnn_sdpa row will be skipped")
+endif()
+
 find_package(Python3 COMPONENTS Interpreter QUIET)

@@ -154,6 +154,11 @@ const std::vector<AttentionVariant>& attention_variants() {
            "registers), a TMA producer warp, a K/V ring handed over with mbarriers",
            P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true,
            false, gpu100::ArchNeed::kSm90a},
+          {"cudnn_sdpa",
+           "cuDNN's fused scaled-dot-product attention (the frontend's graph API; PyTorch's SDPA "
+           "backend on Hopper): the bf16 rows' library",
+           P::kBf16, nullptr, attention_cudnn_sdpa, cudnn_sdpa_workspace_bytes, cudnn_sdpa_refusal,
+           true, true, gpu100::ArchNeed::kSm80},
       },
       gpu100::learner_entries<AttentionVariant, LearnerTag>());
   return variants;

@@ -76,6 +76,15 @@ void attention_v4_flash_bf16(const AttentionShape&, const __nv_bfloat16*, const 
 void attention_v5_flash_wgmma(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                               const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
 
+// The library row of the bf16 rows: cuDNN's fused attention (cudnn_sdpa.cpp, through the cuDNN
+// frontend's graph API; refused with a note where the headers or cuDNN are missing). It writes the
+// row log-sum-exp at the start of the workspace, as the flash rows do.
+void attention_cudnn_sdpa(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                          const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
+bool have_cudnn_sdpa();  // built with the cuDNN frontend
+size_t cudnn_sdpa_workspace_bytes(const AttentionShape& s);
+std::string cudnn_sdpa_refusal(const AttentionShape& s);
+
 // Workspace sizes and refusals ("" when the variant runs this shape; otherwise the one-line
 // reason, which the launcher also throws as std::invalid_argument).
 size_t v1_workspace_bytes(const AttentionShape& s);
@@ -101,8 +110,9 @@ struct AttentionVariant {
   AttnBf16Fn bf16 = nullptr;  // set for kBf16
   size_t (*workspace_bytes)(const AttentionShape&);
   std::string (*refusal)(const AttentionShape&);
-  bool is_flash = false;    // writes the row log-sum-exp; no S x S matrix
-  bool is_library = false;  // v2: the cuBLAS path a user would write by hand
+  bool is_flash = false;  // writes the row log-sum-exp; no S x S matrix
+  bool is_library =
+      false;  // the library row of its precision: v2 (cuBLAS) for fp32, cuDNN for bf16
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
   const char* tags = "";  // "mine": a learner's variant (common/learner.hpp)
 };

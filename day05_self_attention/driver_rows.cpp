@@ -1,12 +1,14 @@
 // day05_self_attention's driver, the rows of one shape. Every variant is checked three ways:
 // against a double-precision CPU reference at --check-rows sampled query rows (the bf16 variants
 // against the reference on their bf16-rounded inputs), the flash variants' log-sum-exp at those
-// rows, and element by element against the library row's whole output (v2, run first). Then
-// timed: median of --iters runs after --warmup, L2 flushed.
+// rows, and element by element against the library row's whole output (v2 for fp32, cuDNN's
+// fused attention for bf16, run first). Then timed: median of --iters runs after --warmup, L2
+// flushed.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,7 +73,8 @@ SampledReference reference_rows(const AttentionShape& s, const std::vector<Sampl
 // The three checks of a variant's output now in `dev`; each failing one adds a labelled note.
 gpu100::CompareResult check_variant(const AttentionShape& s, const AttentionVariant& var,
                                     const std::vector<SampleRow>& rows, const SampledReference& ref,
-                                    const DeviceData& dev, std::vector<float>& library_out,
+                                    const DeviceData& dev,
+                                    std::map<Precision, std::vector<float>>& library_out,
                                     std::vector<std::string>& notes) {
   const size_t n = static_cast<size_t>(s.elements());
   const bool is16 = var.precision == Precision::kBf16;
@@ -96,11 +99,17 @@ gpu100::CompareResult check_variant(const AttentionShape& s, const AttentionVari
     for (size_t r = 0; r < rows.size(); ++r) lse[r] = lse_all[rows[r].bh * s.s + rows[r].i];
     add("log-sum-exp vs CPU", check_lse(ref.lse, lse, tol));
   }
-  // The whole output against v2's (|V| <= 1, so sum p |v| <= 1: tolerance 2 tol absolute).
+  // The whole output against the library row of its precision, else the other one (|V| <= 1, so
+  // sum p |v| <= 1: tolerance 2 tol absolute, the looser of the two precisions').
   if (var.is_library) {
-    library_out = out;
-  } else if (library_out.size() == n) {
-    add("whole output vs the library row", gpu100::compare(library_out, out, 2 * tol, 0.0));
+    library_out[var.precision] = out;
+  } else if (!library_out.empty()) {
+    const auto it = library_out.count(var.precision) > 0 ? library_out.find(var.precision)
+                                                         : library_out.begin();
+    const double lib_tol = std::max(tol, tolerance(it->first));
+    if (it->second.size() == n) {
+      add("whole output vs the library row", gpu100::compare(it->second, out, 2 * lib_tol, 0.0));
+    }
   }
   return gpu100::worst_of(parts);
 }
@@ -109,6 +118,9 @@ std::string memory_note(const AttentionShape& s, const AttentionVariant& var) {
   const std::string ws = mib(double(var.workspace_bytes(s)));
   if (var.is_flash) {
     return "extra device memory " + ws + " (the row log-sum-exp, 4 B H S bytes); no S x S matrix";
+  }
+  if (var.is_library && var.precision == Precision::kBf16) {
+    return "workspace " + ws + " (the row log-sum-exp and cuDNN's own)";
   }
   if (var.is_library) {
     return fmt::format("workspace {} (S x S scores of {} of {} heads at a time)", ws,
@@ -142,9 +154,17 @@ void run_shape(const AttentionShape& s, const Options& opt, double fp32_peak, De
   std::vector<const AttentionVariant*> order = opt.variants;
   std::stable_partition(order.begin(), order.end(),
                         [](const AttentionVariant* x) { return x->is_library; });
-  const char* library = nullptr;
-  for (const auto& v : attention_variants()) library = v.is_library ? v.name : library;
-  std::vector<float> library_out;
+  // Each row's library: the library row of its precision among those selected, else any.
+  auto library_of = [&](Precision p) -> const char* {
+    const char* any = nullptr;
+    for (const auto* v : opt.variants) {
+      if (!v->is_library || !v->refusal(s).empty()) continue;
+      if (v->precision == p) return v->name;
+      any = v->name;
+    }
+    return any;
+  };
+  std::map<Precision, std::vector<float>> library_out;
   std::vector<std::pair<const AttentionVariant*, ResultRow>> done;
   for (const auto* var : order) {
     const bool is16 = var->precision == Precision::kBf16;
@@ -179,7 +199,9 @@ void run_shape(const AttentionShape& s, const Options& opt, double fp32_peak, De
         });
     gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
     if (!is16 && fp32_peak > 0) row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;
-    if (!var->is_library && library != nullptr) row.library = library;
+    if (const char* library = library_of(var->precision); !var->is_library && library != nullptr) {
+      row.library = library;
+    }
     notes.push_back(memory_note(s, *var));
     if (is16) notes.push_back("bf16 Q, K, V in, bf16 O out, fp32 accumulation");
     row.note.clear();  // the labelled notes say which check failed

@@ -162,7 +162,7 @@ TEST_CASE("FLOPs, workspaces and the S x S budget", "[cpu]") {
   CHECK(day05::v3_refusal(shape(1, 1, 10, 2)).empty());
 }
 
-TEST_CASE("the registry lists the variants with v2 as the library row", "[cpu]") {
+TEST_CASE("the registry lists the variants with v2 and cudnn_sdpa as the library rows", "[cpu]") {
   const auto& vs = day05::attention_variants();
   // Every build names v5, whether or not it holds its sm_90a code (then it is refused at launch).
   REQUIRE(vs.size() >= 5);
@@ -180,5 +180,14 @@ TEST_CASE("the registry lists the variants with v2 as the library row", "[cpu]")
   for (int i = 0; i < 3; ++i) CHECK(vs[i].fp32 != nullptr);
   CHECK(day05::find_variant("v4_flash_bf16") == &vs[3]);
   CHECK(day05::find_variant("v6_unknown") == nullptr);
+  // cuDNN's fused attention: the bf16 rows' library (named in every build; refused with a note
+  // where the cuDNN frontend is missing).
+  const day05::AttentionVariant* sdpa = day05::find_variant("cudnn_sdpa");
+  REQUIRE(sdpa != nullptr);
+  CHECK(sdpa->is_library);
+  CHECK(sdpa->is_flash);
+  CHECK(sdpa->precision == day05::Precision::kBf16);
+  CHECK(sdpa->bf16 != nullptr);
+  if (!day05::have_cudnn_sdpa()) CHECK_FALSE(day05::cudnn_sdpa_refusal(shape(1, 1, 8, 64)).empty());
   CHECK(day05::shape_label(shape(8, 16, 2048, 64, true)) == "B=8 H=16 S=2048 D=64 causal");
 }

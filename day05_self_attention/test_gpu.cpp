@@ -37,6 +37,17 @@ TEST_CASE("v5_flash_wgmma matches the CPU at every small shape", "[gpu]") {
   check_matrix("v5_flash_wgmma", 450);
 }
 
+TEST_CASE("cudnn_sdpa (cuDNN's fused attention, the bf16 library row) matches the CPU", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_variant("cudnn_sdpa")->needs, "cudnn_sdpa");
+  if (!day05::have_cudnn_sdpa()) {
+    GPU100_SKIP_TEST_CASE("built without the cuDNN frontend (scripts/setup.sh --cudnn-frontend)");
+  }
+  if (gpu100::sanitizer_run()) GPU100_SKIP_TEST_CASE("cuDNN's kernels are not ours to sanitize");
+  check_matrix("cudnn_sdpa", 470);
+  // A head dimension cuDNN refuses says so before any launch.
+  REQUIRE_FALSE(day05::cudnn_sdpa_refusal(shape(1, 1, 16, 60, false)).empty());
+}
+
 TEST_CASE("the flash variants across many tiles and ragged tails", "[gpu]") {
   GPU100_REQUIRE_GPU();
   // S = 777 and 1031: 7-17 K/V tiles, 7-17 query tiles, partial last tiles of both (v5: more

@@ -7,21 +7,28 @@
 #      90a, so an H100 or H200 gets the Hopper-only kernels), or 90a when there is no GPU. An
 #      explicit -DCMAKE_CUDA_ARCHITECTURES=... wins. It says which it chose, and why.
 #   3. Configures and builds the `release` preset into build/.
+# With --cudnn-frontend it first unpacks the headers of pip's nvidia-cudnn-frontend (header-only
+# C++ over cuDNN's graph API; day05's cuDNN fused-attention row uses it) into
+# .whl/cudnn_frontend/include, downloading the wheel into .whl/ unless one is there already (a
+# machine without network can be handed the .whl/ folder).
 # The CUDA Toolkit (nvcc, cuBLAS, CUB) is a prerequisite: it is checked, never installed here.
-# Usage: scripts/setup.sh [--no-install] [--charts] [--preset release|debug] [extra cmake -D options...]
+# Usage: scripts/setup.sh [--no-install] [--charts] [--cudnn-frontend] [--preset release|debug]
+#                         [extra cmake -D options...]
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 preset=release
 install=1
 charts=0
+frontend=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
     --charts) charts=1 ;;
+    --cudnn-frontend) frontend=1 ;;
     --preset) preset="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) extra+=("$1") ;;
   esac
   shift
@@ -114,6 +121,29 @@ else
   fi
   say "another GPU: ./scripts/setup.sh -DCMAKE_CUDA_ARCHITECTURES=86 (75: T4, 80: A100, 86: RTX 30xx, 89: RTX 40xx / L4)"
   extra+=("-DCMAKE_CUDA_ARCHITECTURES=$arch")
+fi
+
+# --- the cuDNN frontend headers (optional) ----------------------------------------------------
+if [ "$frontend" -eq 1 ] && [ ! -e .whl/cudnn_frontend/include/cudnn_frontend.h ]; then
+  mkdir -p .whl
+  wheel=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -n1 || true)
+  if [ -z "$wheel" ]; then
+    say "downloading pip's nvidia-cudnn-frontend (its C++ headers) into .whl/"
+    python3 -m pip download --quiet --no-deps --dest .whl nvidia-cudnn-frontend || true
+    wheel=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -n1 || true)
+  fi
+  if [ -z "$wheel" ]; then
+    say "could not get nvidia-cudnn-frontend (no network?): day05's cudnn_sdpa row will be skipped"
+  else
+    python3 - "$wheel" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in z.namelist():
+        if name.startswith("include/") and not name.endswith("/"):
+            z.extract(name, ".whl/cudnn_frontend")
+PY
+    say "cuDNN frontend headers from $(basename "$wheel") in .whl/cudnn_frontend/include"
+  fi
 fi
 
 # --- 3. configure and build ------------------------------------------------------------------
