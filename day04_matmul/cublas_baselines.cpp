@@ -61,4 +61,15 @@ void cublas_gemm_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __
                             CUBLAS_GEMM_DEFAULT));
 }
 
+void cublas_gemm_bf16_out(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                          float beta, __nv_bfloat16* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  cublasHandle_t h = handle();
+  CUBLAS_CHECK(cublasSetStream(h, stream));
+  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b, CUDA_R_16BF, s.n,
+                            a, CUDA_R_16BF, s.k, &beta, c, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace day04

@@ -94,6 +94,10 @@ void cublas_sgemm(GemmShape, float, const float*, const float*, float, float*, c
 void cublas_gemm_tf32(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
 void cublas_gemm_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float, float*,
                       cudaStream_t);
+// BF16 in and out, fp32 accumulation, C rounded to bf16 once: the call a bf16 model's linear layers
+// make (day05's attention block).
+void cublas_gemm_bf16_out(GemmShape, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                          float beta, __nv_bfloat16* c, cudaStream_t stream);
 
 // ---- the registry -----------------------------------------------------------------------------
 using gpu100::Precision;  // common/precision.hpp

@@ -32,7 +32,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 CUtensorMap encode(CUtensorMapDataType type, int rank, const void* ptr, const cuuint64_t* dims,
                    const cuuint64_t* strides, const cuuint32_t* box) {
   CUtensorMap map{};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r =
       encode_fn()(&map, type, rank, const_cast<void*>(ptr), dims, strides, box, elem_strides,
                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -70,6 +70,18 @@ CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int row
   const cuuint64_t strides[2] = {row_bytes, row_bytes * cuuint64_t(rows)};
   const cuuint32_t box[3] = {cuuint32_t(box_cols), cuuint32_t(box_rows), 1};
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, ptr, dims, strides, box);
+}
+
+CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4],
+                            const long long (&strides)[3], const int (&box)[4]) {
+  cuuint64_t d[4], st[3];
+  cuuint32_t b[4];
+  for (int i = 0; i < 4; ++i) {
+    d[i] = cuuint64_t(dims[i]);
+    b[i] = cuuint32_t(box[i]);
+  }
+  for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(__nv_bfloat16);
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
 }
 
 }  // namespace day04

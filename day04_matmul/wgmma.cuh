@@ -91,6 +91,15 @@ __device__ __forceinline__ void tma_store_3d(const void* map, const void* src, i
       "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// The same for a 4-dimensional map (coordinates innermost first).
+__device__ __forceinline__ void tma_store_4d(const void* map, const void* src, int c0, int c1,
+                                             int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
 // Closes this thread's bulk async-group; waits until its groups have finished reading shared
 // memory (the source may then be reused or the block may exit).
 __device__ __forceinline__ void bulk_commit() {

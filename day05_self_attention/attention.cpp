@@ -115,6 +115,22 @@ std::string v5_refusal(const AttentionShape& s) {
   return "";
 }
 
+const char* best_flash_bf16() {
+  return gpu100::build_has(gpu100::ArchNeed::kSm90a) ? "v5_flash_wgmma" : "v4_flash_bf16";
+}
+
+const char* attention_flash_bf16(const AttentionShape& s, const __nv_bfloat16* q,
+                                 const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o,
+                                 OLayout layout, void* workspace, size_t workspace_bytes,
+                                 cudaStream_t stream) {
+  if (gpu100::build_has(gpu100::ArchNeed::kSm90a)) {
+    attention_v5_flash_wgmma(s, q, k, v, o, layout, workspace, workspace_bytes, stream);
+    return "v5_flash_wgmma";
+  }
+  attention_v4_flash_bf16(s, q, k, v, o, layout, workspace, workspace_bytes, stream);
+  return "v4_flash_bf16";
+}
+
 // ---- registry --------------------------------------------------------------------------------
 
 namespace {

@@ -76,6 +76,25 @@ void attention_v4_flash_bf16(const AttentionShape&, const __nv_bfloat16*, const 
 void attention_v5_flash_wgmma(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                               const __nv_bfloat16*, __nv_bfloat16*, void*, size_t, cudaStream_t);
 
+// Where the flash kernels v4 and v5 write O: [B, H, S, D] like Q, K and V (the launchers above),
+// or token-major [B, S, H, D], i.e. row b S + s of a [B S, H D] matrix, the one the attention
+// block's output projection multiplies (block.hpp): each row goes straight to its place, so no
+// transposition follows.
+enum class OLayout { kBHSD, kBSHD };
+void attention_v4_flash_bf16(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                             const __nv_bfloat16*, __nv_bfloat16*, OLayout, void*, size_t,
+                             cudaStream_t);
+void attention_v5_flash_wgmma(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                              const __nv_bfloat16*, __nv_bfloat16*, OLayout, void*, size_t,
+                              cudaStream_t);
+// The fastest flash kernel this build runs on the current GPU: v5 where it has sm_90a code, else
+// v4 (sm_80 and newer; throws gpu100::ArchUnavailable below that). Returns the variant's name.
+const char* attention_flash_bf16(const AttentionShape&, const __nv_bfloat16* q,
+                                 const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o,
+                                 OLayout layout, void* workspace, size_t workspace_bytes,
+                                 cudaStream_t stream);
+const char* best_flash_bf16();  // "v5_flash_wgmma" or "v4_flash_bf16", as the above would choose
+
 // The library row of the bf16 rows: cuDNN's fused attention (cudnn_sdpa.cpp, through the cuDNN
 // frontend's graph API; refused with a note where the headers or cuDNN are missing). It writes the
 // row log-sum-exp at the start of the workspace, as the flash rows do.

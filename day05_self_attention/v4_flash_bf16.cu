@@ -341,7 +341,7 @@ template <class C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     flash_v4_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                     const bf16* __restrict__ v, bf16* __restrict__ o, float* __restrict__ lse,
-                    int s, bool causal, float scale_log2, int num_q_blocks) {
+                    int s, bool causal, float scale_log2, int num_q_blocks, int o_heads) {
   constexpr int kD = C::kD, kBKV = C::kBKV, kMT = C::kMTiles, kLd = C::kLd;
   constexpr int kDT = kD / 8;  // 8-column n-tiles of O
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -359,6 +359,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const bf16* qg = q + base;
   const bf16* kg = k + base;
   const bf16* vg = v + base;
+  // Where this head's O rows go: [B, H, S, D] like Q, or token-major [B, S, H, D] (o_heads = H).
+  const size_t o_base =
+      o_heads > 0 ? (size_t(bh / o_heads) * s * o_heads + bh % o_heads) * kD : base;
+  const size_t o_row_stride = o_heads > 0 ? size_t(o_heads) * kD : size_t(kD);
   const int wrow0 = warp * C::kWarpRows;  // the warp's first row within the block
   const int warp_first = q0 + wrow0, warp_last = warp_first + C::kWarpRows - 1;
   const bool warp_active = warp_first < s;  // warps wholly past S only join the barriers
@@ -454,7 +458,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const int r = c / kPerRow, col = (c % kPerRow) * 8;
     const int row = warp_first + r;
     if (row < s) {
-      *reinterpret_cast<uint4*>(o + base + size_t(row) * kD + col) =
+      *reinterpret_cast<uint4*>(o + o_base + size_t(row) * o_row_stride + col) =
           *reinterpret_cast<const uint4*>(sq + (wrow0 + r) * kLd + col);
     }
   }
@@ -462,7 +466,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
 template <class C>
 void launch_v4(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
-               float* lse, cudaStream_t stream) {
+               float* lse, OLayout layout, cudaStream_t stream) {
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(flash_v4_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
@@ -473,7 +477,8 @@ void launch_v4(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   const int64_t blocks = s.heads() * num_q_blocks;
   if (blocks > int64_t(0x7fffffff)) throw std::invalid_argument("v4_flash_bf16: grid too large");
   flash_v4_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
-      q, k, v, o, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks);
+      q, k, v, o, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks,
+      layout == OLayout::kBSHD ? s.h : 0);
   CUDA_CHECK_LAST();
 }
 
@@ -481,6 +486,12 @@ void launch_v4(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
 
 void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
                              bf16* o, void* workspace, size_t workspace_bytes,
+                             cudaStream_t stream) {
+  attention_v4_flash_bf16(s, q, k, v, o, OLayout::kBHSD, workspace, workspace_bytes, stream);
+}
+
+void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                             bf16* o, OLayout layout, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream) {
   check_shape(s);
   if (const std::string why = v4_refusal(s); !why.empty()) throw std::invalid_argument(why);
@@ -497,9 +508,9 @@ void attention_v4_flash_bf16(const AttentionShape& s, const bf16* q, const bf16*
   gpu100::require_build(gpu100::ArchNeed::kSm80, "v4_flash_bf16");
   float* lse = static_cast<float*>(workspace);
   if (s.d == 64) {
-    launch_v4<ConfigD64>(s, q, k, v, o, lse, stream);
+    launch_v4<ConfigD64>(s, q, k, v, o, lse, layout, stream);
   } else {
-    launch_v4<ConfigD128>(s, q, k, v, o, lse, stream);
+    launch_v4<ConfigD128>(s, q, k, v, o, lse, layout, stream);
   }
 }
 

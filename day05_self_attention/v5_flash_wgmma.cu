@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                     const __grid_constant__ CUtensorMap map_k,
                     const __grid_constant__ CUtensorMap map_v,
                     const __grid_constant__ CUtensorMap map_o, float* __restrict__ lse, int s,
-                    bool causal, float scale_log2, int num_q_blocks) {
+                    bool causal, float scale_log2, int num_q_blocks, int o_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBKV = C::kBKV, kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
@@ -366,7 +366,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x % 128 == 0) {
 #pragma unroll
     for (int b = 0; b < C::kBoxes; ++b) {
-      tma_store_3d(&map_o, sq + b * C::kQBox + wg * 64 * 128, 64 * b, q0 + 64 * wg, bh);
+      const uint8_t* box = sq + b * C::kQBox + wg * 64 * 128;
+      if (o_heads > 0) {  // token-major O, [B, S, H, D]: the map's dimensions are (D, H, S, B)
+        tma_store_4d(&map_o, box, 64 * b, bh % o_heads, q0 + 64 * wg, bh / o_heads);
+      } else {
+        tma_store_3d(&map_o, box, 64 * b, q0 + 64 * wg, bh);
+      }
     }
     bulk_commit();
     bulk_wait_read_all();  // shared memory must outlive the copy
@@ -374,13 +379,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)lse, (void)s, (void)causal,
-      (void)scale_log2, (void)num_q_blocks;
+      (void)scale_log2, (void)num_q_blocks, (void)o_heads;
 #endif
 }
 
 template <class C>
 void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
-               float* lse, cudaStream_t stream) {
+               float* lse, OLayout layout, cudaStream_t stream) {
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(flash_v5_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
@@ -394,9 +399,17 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   const CUtensorMap mq = day04::make_tma_map_3d(q, s.heads(), s.s, s.d, C::kBQ, 64);
   const CUtensorMap mk = day04::make_tma_map_3d(k, s.heads(), s.s, s.d, C::kBKV, 64);
   const CUtensorMap mv = day04::make_tma_map_3d(v, s.heads(), s.s, s.d, C::kBKV, 64);
-  const CUtensorMap mo = day04::make_tma_map_3d(o, s.heads(), s.s, s.d, 64, 64);  // stores
+  // O's stores: boxes of 64 rows x 64 columns of one head, [B, H, S, D] or token-major.
+  const bool token_major = layout == OLayout::kBSHD;
+  const CUtensorMap mo =
+      token_major
+          ? day04::make_tma_map_4d(o, {s.d, s.h, s.s, s.b},
+                                   {int64_t(s.d), int64_t(s.h) * s.d, int64_t(s.s) * s.h * s.d},
+                                   {64, 1, 64, 1})
+          : day04::make_tma_map_3d(o, s.heads(), s.s, s.d, 64, 64);
   flash_v5_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
-      mq, mk, mv, mo, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks);
+      mq, mk, mv, mo, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks,
+      token_major ? s.h : 0);
   CUDA_CHECK_LAST();
 }
 
@@ -404,6 +417,12 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
 
 void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
                               bf16* o, void* workspace, size_t workspace_bytes,
+                              cudaStream_t stream) {
+  attention_v5_flash_wgmma(s, q, k, v, o, OLayout::kBHSD, workspace, workspace_bytes, stream);
+}
+
+void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v,
+                              bf16* o, OLayout layout, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
   check_shape(s);
   if (const std::string why = v5_refusal(s); !why.empty()) throw std::invalid_argument(why);
@@ -420,9 +439,9 @@ void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v5_flash_wgmma");
   float* lse = static_cast<float*>(workspace);
   if (s.d == 64) {
-    launch_v5<ConfigD64>(s, q, k, v, o, lse, stream);
+    launch_v5<ConfigD64>(s, q, k, v, o, lse, layout, stream);
   } else {
-    launch_v5<ConfigD128>(s, q, k, v, o, lse, stream);
+    launch_v5<ConfigD128>(s, q, k, v, o, lse, layout, stream);
   }
 }
 

@@ -1,0 +1,175 @@
+#pragma once
+// day04 GEMM v13's kernel (the why is in gemm_v13_wgmma_cluster.cu), templated on what it does with
+// each finished tile, so that a later day can fuse its own epilogue into the same main loop by
+// linking day04 (day05's attention block applies RoPE there and writes Q, K and V in the layout its
+// attention kernel reads). An Epilogue is a small copyable struct, passed by value as a kernel
+// argument, with
+//   __device__ void operator()(const float (&d)[128], int row0, int col0, int wg) const;
+// called by every thread of consumer warpgroup wg (0 or 1) with its part of the 128 x 256 tile
+// whose top-left corner is (row0, col0): d holds rows row0 + 64 wg + 16 (warp % 4) + lane / 4
+// (+ 8 for registers 4j + {2, 3}) at columns col0 + 8j + 2 (lane % 4) + {0, 1} (see store_tile in
+// wgmma_gemm.cuh). The tile may reach past M and N: the epilogue skips those rows and columns.
+// Kernel code exists only in sm_90a targets; the launcher is the caller's to guard (require_build)
+// and to feed only shapes TMA can describe (tma_bf16_ok).
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include "common/arch.cuh"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "gemm.hpp"
+#include "tma.hpp"
+#include "wgmma_gemm.cuh"
+
+#if !GPU100_SM90A_CODE  // this target compiles the kernel body out, leaving its constants unused
+#pragma nv_diagnostic push
+#pragma nv_diag_suppress 177
+#endif
+
+namespace day04::wgmma_gemm {
+
+template <class Epilogue>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
+    gemm_v13_kernel(int m, int n, int k, const Epilogue epilogue,
+                    const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kBK = Bf16::kBK;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* empty = full + kStages;
+  auto stage = [&](int s) { return smem + s * kStageBytes; };
+
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32;
+  const uint32_t rank = cluster_rank();
+  const int tiles_n = gpu100::ceil_div(n, kBN);
+  const int pairs_m = gpu100::ceil_div(gpu100::ceil_div(m, kBM), 2);
+  const int num_pairs = tiles_n * pairs_m;  // one per cluster at a time
+  const int num_ktiles = gpu100::ceil_div(k, kBK);
+  const int cluster = blockIdx.x / 2, num_clusters = gridDim.x / 2;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 16);  // 8 consumer warps x 2 CTAs
+    }
+    mbar_fence_init();
+  }
+  cluster_sync();  // both CTAs' barriers exist before either copies or arrives
+
+  if (wg == 2) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if (tid == 256) {
+      int it = 0;
+      for (int p = cluster; p < num_pairs; p += num_clusters) {
+        const int row0 = ((p / tiles_n) * 2 + int(rank)) * kBM, col0 = (p % tiles_n) * kBN;
+        for (int t = 0; t < num_ktiles; ++t, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
+          mbar_expect_tx(&full[s], kStageBytes);  // A here + all of B, from both CTAs
+          tma_load_2d(stage(s), &map_a, t * kBK, row0, &full[s]);
+#pragma unroll
+          for (int q = 2 * int(rank); q < 2 * int(rank) + 2; ++q) {
+            tma_load_2d_multicast(stage(s) + kABytes + q * 8192, &map_b, col0 + 64 * q, t * kBK,
+                                  &full[s], 0x3);
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    auto release = [&](int s) {  // this warp is done with stage s, in both CTAs' books
+      __syncwarp();
+      if (lane == 0) {
+        mbar_arrive_cluster(&empty[s], 0);
+        mbar_arrive_cluster(&empty[s], 1);
+      }
+    };
+    int it = 0;
+    for (int p = cluster; p < num_pairs; p += num_clusters) {
+      const int row0 = ((p / tiles_n) * 2 + int(rank)) * kBM, col0 = (p % tiles_n) * kBN;
+      float d[128];
+#pragma unroll
+      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+      for (int t = 0; t < num_ktiles; ++t, ++it) {
+        const int s = it % kStages;
+        mbar_wait(&full[s], (it / kStages) & 1);
+        fence();
+        mma_ktile<Bf16>(d, stage(s), wg);
+        commit();
+        wait<1>();
+        if (t >= 1) release((it - 1) % kStages);
+      }
+      wait<0>();
+      release((it - 1) % kStages);
+      epilogue(d, row0, col0, wg);  // rows past m (an odd tile count) are the epilogue's to skip
+    }
+  }
+  __syncwarp();    // the producer warp's lanes reconverge after thread 256's loop
+  cluster_sync();  // the partner may still arrive on our barriers until here
+#else
+  (void)m, (void)n, (void)k, (void)epilogue, (void)map_a, (void)map_b;
+#endif
+}
+
+#if !GPU100_SM90A_CODE
+#pragma nv_diagnostic pop
+#endif
+
+// The epilogue of day04's own v13: C = alpha A B + beta C in fp32.
+struct StoreC {
+  float* c;
+  int m, n;
+  float alpha, beta;
+  __device__ __forceinline__ void operator()(const float (&d)[128], int row0, int col0,
+                                             int wg) const {
+    store_tile(d, c, m, n, row0, col0, wg, alpha, beta);
+  }
+};
+
+// How many 2-CTA clusters of gemm_v13_kernel<Epilogue> fit on the GPU at once (the GPCs' SM counts
+// decide); sets the kernel's shared-memory attribute on first use.
+template <class Epilogue>
+int v13_max_clusters() {
+  static const int clusters = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(2);
+    config.blockDim = dim3(kThreadsWS);
+    config.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 2;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_v13_kernel<Epilogue>, &config));
+    if (n < 1) throw std::runtime_error("v13: no 2-CTA cluster fits on this GPU");
+    return n;
+  }();
+  return clusters;
+}
+
+// A B (row-major bf16, M x K times K x N) through v13's main loop, each tile handed to `epilogue`.
+// The caller has checked the arguments, the build (sm_90a) and tma_bf16_ok(s, a, b).
+template <class Epilogue>
+void launch_v13(GemmShape s, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                const Epilogue& epilogue, cudaStream_t stream) {
+  const int64_t pairs =
+      int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
+  const int clusters = static_cast<int>(std::min<int64_t>(pairs, v13_max_clusters<Epilogue>()));
+  gemm_v13_kernel<Epilogue><<<2 * clusters, kThreadsWS, kSmemBytes, stream>>>(
+      s.m, s.n, s.k, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
+      make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64));
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace day04::wgmma_gemm
