@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
     day04::mma::cp_async_commit();  // possibly an empty group: the wait above stays uniform
     // (3) Compute and store tile k while tile k + 1's copies are in flight.
     const int tile_y = t / tiles_x;
-    compute_store_tile<R, kF6Rows, true>(cur, m, h, w, tile_y * kF6TileH,
-                                         (t - tile_y * tiles_x) * kF5TileW, out);
+    compute_store_tile<R, kF6Rows, RowPath::kVec4>(cur, m, h, w, tile_y * kF6TileH,
+                                                   (t - tile_y * tiles_x) * kF5TileW, out);
   }
 }
 

@@ -161,6 +161,60 @@ TEST_CASE("2D filter variants match the CPU at awkward image sizes, masks 1 3 5 
   }
 }
 
+TEST_CASE("the 2D filters' three row paths: aligned, shifted and unaligned pointers", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // f5 (and f6, which runs f5 for these) picks its path from w and the pointers: w % 4 == 0 with
+  // 16-byte aligned images (float4 rows), any other w with aligned images (rows shifted into place
+  // around aligned float4s: every shift 0-3 occurs, as each row starts (row * w) % 4 elements into
+  // a float4), or images that are not 16-byte aligned (4-byte accesses). The same image through
+  // the shifted and the unaligned path gives the same bits; both against the CPU. 37 x 1027 and
+  // 5 x 4097: several 128-column tiles per row, a partial last one; 3 x 130: one column past a
+  // tile.
+  struct Img {
+    int h, w;
+  };
+  uint64_t seed = 640;
+  for (const Img im : {Img{37, 1027}, Img{5, 4097}, Img{3, 130}, Img{9, 258}}) {
+    const size_t n = size_t(im.h) * im.w;
+    const auto x = gpu100::random_vector<float>(n, ++seed);
+    gpu100::DeviceBuffer<float> d_x(n + 4), d_y(n + 4), d_m(49);
+    for (int mw : {1, 3, 7}) {
+      const auto mask = gpu100::random_vector<float>(size_t(mw) * mw, ++seed);
+      d_m.upload(mask);
+      std::vector<double> ref(n);
+      for (int row = 0; row < im.h; ++row) {
+        day08::filter2d_cpu_row(x.data(), im.h, im.w, mask.data(), mw, row,
+                                ref.data() + size_t(row) * im.w);
+      }
+      const day08::Tolerance tol = day08::filter_tolerance(mw * mw);
+      for (const auto& v : day08::filter2d_variants()) {
+        std::vector<float> outs[2];
+        for (int offset : {0, 1}) {  // 1: x and y are 4 bytes past a 16-byte boundary
+          INFO(v.name << ", " << im.h << "x" << im.w << ", mask " << mw << ", offset " << offset);
+          d_y.poison();
+          CUDA_CHECK(
+              cudaMemcpy(d_x.data() + offset, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+          v.launch(d_x.data() + offset, d_m.data(), im.h, im.w, mw, d_y.data() + offset, nullptr);
+          sync_check();
+          const auto all = d_y.download();
+          outs[offset].assign(all.begin() + offset, all.begin() + offset + long(n));
+          const auto cmp = gpu100::compare(ref, outs[offset], tol.abs_tol, tol.rel_tol);
+          INFO(cmp.summary());
+          REQUIRE(cmp.ok);
+          // Nothing is written outside the image.
+          if (offset == 1) CHECK(std::isnan(all[0]));
+          CHECK(std::isnan(all[offset + n]));
+        }
+        if (std::string(v.name) == "f5_register_tiled" || std::string(v.name) == "f6_pipelined") {
+          const auto same = gpu100::compare_exact(outs[0], outs[1]);
+          INFO(v.name << " shifted vs unaligned: " << same.summary());
+          CHECK(same.ok);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("f6_pipelined equals f5 bit for bit when its blocks loop over several tiles", "[gpu]") {
   GPU100_REQUIRE_GPU();
   // f6 runs f5's per-tile code in persistent blocks (one per SM on an H100: its two 128-row input
