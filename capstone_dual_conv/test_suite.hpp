@@ -40,10 +40,14 @@ inline DualConvShape make_shape(int c1, int c2, int k, int rs, int stride, int p
 }
 
 inline const std::vector<Case> kCases = {
-    {make_shape(3, 1, 64, 3, 1, 1), {2, 19, 37}},    // the stem's channels, odd sizes
-    {make_shape(5, 1, 7, 3, 2, 0), {1, 23, 30}},     // C = 5, K = 7, stride 2, no padding
-    {make_shape(1, 3, 1, 3, 1, 1), {3, 17, 33}},     // K = 1
-    {make_shape(3, 1, 20, 3, 1, 1), {1, 11, 68}},    // stem kernel: Q % 4 == 0, 2 column tiles
+    {make_shape(3, 1, 64, 3, 1, 1), {2, 19, 37}},  // the stem's channels, odd sizes
+    {make_shape(5, 1, 7, 3, 2, 0), {1, 23, 30}},   // C = 5, K = 7, stride 2, no padding
+    {make_shape(1, 3, 1, 3, 1, 1), {3, 17, 33}},   // K = 1
+    {make_shape(3, 1, 20, 3, 1, 1), {1, 11, 68}},  // stem kernel: Q % 4 == 0, 2 column tiles
+    // stem kernel, Q % 4 != 0 (stores shifted into place): 3 column tiles, the last partial; and
+    // K = 20, whose last channel group is partial (the general epilogue, tail threads kept).
+    {make_shape(3, 1, 64, 3, 1, 1), {1, 10, 131}},
+    {make_shape(3, 1, 20, 3, 1, 1), {1, 11, 69}},
     {make_shape(3, 5, 64, 1, 1, 0), {1, 9, 41}},     // 1 x 1 filters, Q % 4 != 0
     {make_shape(16, 8, 20, 5, 2, 2), {2, 21, 26}},   // 5 x 5, stride 2
     {make_shape(64, 64, 64, 3, 1, 1), {1, 13, 20}},  // the deep layer's channels (several chunks)

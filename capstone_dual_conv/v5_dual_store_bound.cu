@@ -21,6 +21,7 @@
 #include "common/math.hpp"
 #include "halo_tile.cuh"
 #include "kernels.cuh"
+#include "shifted_store.cuh"
 
 namespace capstone::detail {
 
@@ -64,6 +65,33 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
 // columns q0 + 4 tx .. q0 + 4 tx + 3, and every channel group k0 .. k0 + 7 in turn. A half-warp
 // covers one output row of the tile: per channel a warp writes two 256-byte runs (two rows), as
 // one 16-byte streaming store per thread.
+// The same for Q % 4 != 0, where a channel's rows start anywhere inside a float4 of memory: a
+// half-warp holds 64 consecutive pixels of one output row, stored as aligned float4s shifted into
+// place (day08's store4_shifted), one shuffle per value. Every lane of the warp calls it; a lane
+// whose row is past P passes width 0 and writes nothing. (Before it, an odd Q took the general
+// epilogue with 4-byte stores: at 417 x 545 the kernel fell from 1.90x to 0.58x cuDNN's
+// sequential layer.)
+template <int ACT>
+__device__ __forceinline__ void fast_epilogue_shifted(const float (&acc)[kKg][kPx],
+                                                      const float (&al)[kKg],
+                                                      const float (&be)[kKg], float* yp,
+                                                      int64_t plane, int64_t run_start, int q,
+                                                      int width) {
+#pragma unroll
+  for (int i = 0; i < kKg; ++i) {
+    float v[kPx];
+#pragma unroll
+    for (int j = 0; j < kPx; ++j) {
+      v[j] = fmaf(acc[i][j], al[i], be[i]);
+      if (ACT == 1) v[j] = fmaxf(v[j], 0.f);
+      if (ACT == 2) v[j] = v[j] / (1.f + __expf(-v[j]));
+    }
+    const int s = int((run_start + i * plane) & 3);  // the run's first pixel, into a float4
+    day08::store4_shifted<kTx, true>(yp, threadIdx.x, q, width, s, v);
+    yp += plane;
+  }
+}
+
 template <int C, int ST>
 __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int kpad, bool vec,
                                                   float* xs, float* ws) {
@@ -94,7 +122,12 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
     as[kpad + k] = k < a.k ? __ldg(sa.beta + k) : 0.f;
   }
   __syncthreads();  // window and weights complete; nothing below writes shared memory
-  if (p >= a.p || q >= a.q) return;  // after the only barrier: whole threads of the tail idle
+  // The shifted stores shuffle across a half-warp, so with them every thread stays to the end
+  // (the tail's threads compute on the zero-filled window and store nothing); otherwise the
+  // tail's threads leave here, after the only barrier.
+  const bool shifted = !vec && !a.bf16;
+  const bool live = p < a.p && q < a.q;
+  if (!shifted && !live) return;
 
   const float* win = xs + ty * kPitch + tx * kPx;
   const int64_t plane = int64_t(a.p) * a.q;
@@ -136,7 +169,7 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
     // The common case (8 whole channels, fp32, Q % 4 == 0) in its own straight-line epilogue;
     // bf16 output, odd Q and a last partial channel group take the general one below.
     const bool full = k0 + kKg <= a.k;
-    if (full && vec && !a.bf16) {
+    if (full && (vec || shifted) && !a.bf16) {
       float al[kKg], be[kKg];
 #pragma unroll
       for (int i4 = 0; i4 < kKg / 4; ++i4) {
@@ -146,6 +179,20 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
         be[4 * i4] = y4.x, be[4 * i4 + 1] = y4.y, be[4 * i4 + 2] = y4.z, be[4 * i4 + 3] = y4.w;
       }
       float* yp = static_cast<float*>(sa.y) + o0 + int64_t(k0) * plane;
+      if (shifted) {
+        // Element index of the half-warp's first pixel of channel k0, and the row's width (0 for
+        // a row past P).
+        const int64_t run = o0 + int64_t(k0) * plane - kPx * tx;
+        const int width = p < a.p ? a.q : 0;
+        if (a.act == 1) {
+          fast_epilogue_shifted<1>(acc, al, be, yp, plane, run, q, width);
+        } else if (a.act == 2) {
+          fast_epilogue_shifted<2>(acc, al, be, yp, plane, run, q, width);
+        } else {
+          fast_epilogue_shifted<0>(acc, al, be, yp, plane, run, q, width);
+        }
+        continue;
+      }
       if (a.act == 1) {
         fast_epilogue<1>(acc, al, be, yp, plane);
       } else if (a.act == 2) {
@@ -156,6 +203,7 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
       continue;
     }
     // The epilogue in registers, then one 16-byte (8-byte bf16) streaming store per channel.
+    if (!live) continue;  // a tail thread kept for the shifted stores
 #pragma unroll
     for (int i = 0; i < kKg; ++i) {
       const int k = k0 + i;

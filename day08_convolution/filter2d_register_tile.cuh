@@ -3,6 +3,10 @@
 // and the compute + store phase of one output tile whose input window is in shared memory.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
+#include "shifted_store.cuh"
+
 namespace day08::filter2d_detail {
 
 // f5 / f6 tiling: 32 x 8 threads, each 4 columns x RPT rows: a 128 x (8 RPT) output tile per
@@ -35,34 +39,13 @@ __device__ __forceinline__ void load_mask_regs(const float* __restrict__ mask, f
 //   kScalar: a pointer that is not 16-byte aligned: 4-byte accesses, one element at a time.
 enum class RowPath { kVec4, kShifted, kScalar };
 
-// The aligned float4 `lane` of a warp-wide 128-column run whose columns start `s` elements into a
-// float4 of memory (0 <= s < 4): positions s..3 are this lane's own values 0..3 - s, positions
-// 0..s-1 the previous lane's values 4 - s..3 (`prev`, from a shuffle). The select on s is
-// unrolled into a switch, so the arrays stay in registers.
-__device__ __forceinline__ float4 realign(const float (&own)[4], const float (&prev)[4], int s) {
-  switch (s) {
-    case 0:
-      return make_float4(own[0], own[1], own[2], own[3]);
-    case 1:
-      return make_float4(prev[3], own[0], own[1], own[2]);
-    case 2:
-      return make_float4(prev[2], prev[3], own[0], own[1]);
-    default:
-      return make_float4(prev[1], prev[2], prev[3], own[0]);
-  }
-}
-
 // The compute + store phase shared by f5 and f6, for the output tile at (y0, x0) whose input
 // window (rows [y0 - r, y0 + 8 RPT + r), columns [x0 - 4, x0 + 132), zero outside the image) is in
 // shared memory at `tile` (row pitch kF5Pitch). Thread (tx, ty) owns columns x0 + 4tx .. +3 and
 // rows y0 + RPT ty .. + RPT - 1. It walks the RPT + 2r input rows it needs once; each row is 3
 // float4 reads of shared memory (a warp reads 512 contiguous bytes: no bank conflicts) and feeds
-// every output row it touches. kPath: how the rows are stored (RowPath above). kShifted: a warp
-// holds 128 consecutive columns of a row, starting s elements into a float4 of memory; lane L
-// writes the aligned float4 that ends inside its own 4 columns (the previous lane's last s values,
-// then its own first 4 - s), and the run's two ragged ends (lane 0's columns before the first
-// aligned float4 starts, lane 31's last s) and any float4 that crosses the image's right edge go
-// out element by element.
+// every output row it touches. kPath: how the rows are stored (RowPath above); kShifted: a warp
+// holds 128 consecutive columns of a row and writes them with store4_shifted.
 template <int R, int RPT, RowPath kPath>
 __device__ __forceinline__ void compute_store_tile(const float* tile, const float (&m)[R * R],
                                                    int h, int w, int y0, int x0,
@@ -101,37 +84,10 @@ __device__ __forceinline__ void compute_store_tile(const float* tile, const floa
     if (gy >= h) break;  // the same for the whole warp (one ty)
     float* dst = out + size_t(gy) * w + gx;
     if constexpr (kPath == RowPath::kShifted) {
-      // Element index of this lane's first column, and how far into a float4 lane 0's starts.
-      const int64_t e = int64_t(gy) * w + gx;
-      const int s = int((e - 4 * tx) & 3);
-      float own[4], prev[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        own[j] = acc[o][j];
-        prev[j] = __shfl_up_sync(0xffffffffu, own[j], 1);
-      }
-      // Aligned float4 L (lane L) starts at element e - s: columns gx - s .. gx - s + 3.
-      const int c = gx - s;
-      if (tx > 0 || s == 0) {
-        if (c + 3 < w) {
-          *reinterpret_cast<float4*>(dst - s) = realign(own, prev, s);
-        } else {
-          const float4 v = realign(own, prev, s);
-          const float vs[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (c + j < w) dst[j - s] = vs[j];
-        }
-      } else {  // lane 0, s > 0: its columns before the first aligned float4 belong to it alone
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (j >= s && c + j < w) dst[j - s] = own[j - s];
-      }
-      if (tx == 31) {  // the run's tail: this lane's last s columns
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (j >= 4 - s && gx + j < w) dst[j] = own[j];
-      }
+      // The warp's 128 columns start (gy w + x0) % 4 floats into a float4 (shifted_store.cuh).
+      const float own[4] = {acc[o][0], acc[o][1], acc[o][2], acc[o][3]};
+      const int s = int((int64_t(gy) * w + x0) & 3);
+      store4_shifted<32, false>(dst, tx, gx, w, s, own);
     } else if (kPath == RowPath::kVec4 && gx < w) {
       *reinterpret_cast<float4*>(dst) = make_float4(acc[o][0], acc[o][1], acc[o][2], acc[o][3]);
     } else {
