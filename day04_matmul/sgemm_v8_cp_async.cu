@@ -7,8 +7,12 @@
 // k-major (As[k][m], tiles.cuh), so A is first transposed into a K x M scratch buffer by day04's
 // padded-tile transpose (t4); its time is part of this variant's time (about 1% at 4096^3).
 // The multiply itself is v7's WarpTile, unchanged: the results stay bit-identical to cuBLAS.
-// Shapes whose rows are not 16-byte multiples (M, N or K not multiples of 4, or misaligned
-// pointers) go to v7.
+// Shapes whose rows are not 16-byte multiples keep the cp.async pipeline (they had gone to v7,
+// 0.69x cuBLAS at 4097^3 against 0.91x at 4096^3): A^T's rows are padded to a multiple of 4
+// floats (the transpose writes them with that pitch, the pad zeroed), so A is always read in
+// 16-byte copies whatever M and K; a B whose rows are no multiple of 16 bytes (N % 4 != 0, or a
+// misaligned pointer) is read in 4-byte cp.async copies, 4 per 16-byte chunk (8 per thread per
+// slab at 128 x 128 x 8, against 512 FMAs), and C is then stored element by element.
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/math.hpp"
@@ -25,7 +29,9 @@ namespace {
 // rows x cols floats into shared memory with row pitch kPitch, one 16-byte cp.async per 4 floats
 // (cols % 4 == 0 and a 16-byte aligned matrix: a chunk is wholly inside or wholly outside);
 // chunks outside the matrix are zero-filled.
-template <int kRows, int kCols, int kPitch, int kThreads>
+// kVec = false: any cols and alignment; each chunk is four 4-byte copies, each zero-filled on its
+// own past the matrix.
+template <int kRows, int kCols, int kPitch, int kThreads, bool kVec = true>
 __device__ __forceinline__ void copy_tile_async(float* dst, const float* __restrict__ src, int rows,
                                                 int cols, int r0, int c0, int tid) {
   constexpr int kChunks = kRows * kCols / 4;
@@ -33,16 +39,29 @@ __device__ __forceinline__ void copy_tile_async(float* dst, const float* __restr
 #pragma unroll
   for (int i = 0; i < kChunks / kThreads; ++i) {
     const int f = tid + i * kThreads, r = f / (kCols / 4), c = (f % (kCols / 4)) * 4;
-    const bool ok = r0 + r < rows && c0 + c < cols;
-    mma::cp_async_16(dst + r * kPitch + c, ok ? src + size_t(r0 + r) * cols + c0 + c : src, ok);
+    if constexpr (kVec) {
+      const bool ok = r0 + r < rows && c0 + c < cols;
+      mma::cp_async_16(dst + r * kPitch + c, ok ? src + size_t(r0 + r) * cols + c0 + c : src, ok);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool ok = r0 + r < rows && c0 + c + e < cols;
+        mma::cp_async_4(dst + r * kPitch + c + e,
+                        ok ? src + size_t(r0 + r) * cols + c0 + c + e : src, ok);
+      }
+    }
   }
 }
 
 // kMinBlocks: blocks per SM to plan registers for (2 caps a 256-thread block at 128 registers).
-template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages, int kMinBlocks>
+// ldat: A^T's row pitch (M rounded up to 4, the pad zeroed). kVecB: B's rows and C are 16-byte
+// multiples and aligned (N % 4 == 0).
+template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages, int kMinBlocks,
+          bool kVecB>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    sgemm_v8_cp_async_kernel(int m, int n, int k, float alpha, const float* __restrict__ at,
-                             const float* __restrict__ b, float beta, float* c) {
+    sgemm_v8_cp_async_kernel(int m, int n, int k, int ldat, float alpha,
+                             const float* __restrict__ at, const float* __restrict__ b, float beta,
+                             float* c) {
   static_assert((BM / WM) * (BN / WN) * 32 == kThreads, "one warp per warp tile");
   static_assert(kStages >= 2, "at least two stages");
   constexpr int kAStage = BK * (BM + tiles::kAPad), kBStage = BK * BN;
@@ -56,8 +75,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   // Slab t: rows t BK .. of A^T (K x M) and of B (K x N), the block's BM and BN columns.
   auto load_slab = [&](int st, int t) {
-    copy_tile_async<BK, BM, BM + tiles::kAPad, kThreads>(a_stage(st), at, k, m, t * BK, row0, tid);
-    copy_tile_async<BK, BN, BN, kThreads>(b_stage(st), b, k, n, t * BK, col0, tid);
+    copy_tile_async<BK, BM, BM + tiles::kAPad, kThreads>(a_stage(st), at, k, ldat, t * BK, row0,
+                                                         tid);
+    copy_tile_async<BK, BN, BN, kThreads, kVecB>(b_stage(st), b, k, n, t * BK, col0, tid);
   };
   // Prologue: slabs 0 .. kStages - 2, one commit group each (empty groups keep the count).
 #pragma unroll
@@ -77,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     tile.mma(a_stage(t % kStages), b_stage(t % kStages), wm0, wn0, lane);
   }
   mma::cp_async_wait<0>();  // no copy may be in flight when the block exits
-  tile.template store<true>(c, m, n, alpha, beta, row0 + wm0, col0 + wn0, lane);
+  tile.template store<kVecB>(c, m, n, alpha, beta, row0 + wm0, col0 + wn0, lane);
 }
 
 }  // namespace
@@ -88,26 +108,35 @@ template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages, int
 void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b, float beta,
                         float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
-  if (!vector_path_ok(s, a, b, c) || s.m % 4 != 0) {
-    sgemm_v7_warptile(s, alpha, a, b, beta, c, stream);  // 16-byte copies need 16-byte rows
-    return;
-  }
+  const bool vec_b = s.n % 4 == 0 && gpu100::aligned16(b) && gpu100::aligned16(c);
   constexpr size_t kSmemBytes = sizeof(float) * kStages * (BK * (BM + tiles::kAPad) + BK * BN);
-  auto kernel = sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks>;
-  static const bool configured = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kSmemBytes)));
+  auto kernel =
+      vec_b ? sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, true>
+            : sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, false>;
+  static const bool configured = [] {
+    for (auto* kern :
+         {sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, true>,
+          sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, false>}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(kSmemBytes)));
+    }
     return true;
   }();
   (void)configured;
-  // A (M x K) -> A^T (K x M) in a scratch buffer that lives as long as the thread and only grows,
-  // so the timed runs allocate nothing.
+  // A (M x K) -> A^T (K x ldat, ldat = M rounded up to 4) in a scratch buffer that lives as long
+  // as the thread and only grows, so the timed runs allocate nothing. The pad columns are zeroed
+  // (they are read with the rows' last 16-byte copies, into rows of C that are never stored).
+  const int ldat = gpu100::round_up(s.m, 4);
   thread_local gpu100::DeviceBuffer<float> at;
-  const size_t count = size_t(s.m) * s.k;
+  const size_t count = size_t(ldat) * s.k;
   if (at.size() < count) at = gpu100::DeviceBuffer<float>(count);
-  transpose_v4_padded_tile(a, at.data(), s.m, s.k, stream);
+  transpose_v4_padded_tile_ld(a, at.data(), s.m, s.k, ldat, stream);
+  if (ldat > s.m) {
+    CUDA_CHECK(cudaMemset2DAsync(at.data() + s.m, size_t(ldat) * sizeof(float), 0,
+                                 size_t(ldat - s.m) * sizeof(float), size_t(s.k), stream));
+  }
   const dim3 grid(gpu100::ceil_div(s.n, BN), gpu100::ceil_div(s.m, BM));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, alpha, at.data(), b, beta, c);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, ldat, alpha, at.data(), b, beta, c);
   CUDA_CHECK_LAST();
 }
 

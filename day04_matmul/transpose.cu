@@ -76,7 +76,7 @@ void transpose_v2_coalesced_reads(const float* in, float* out, int m, int n, cud
 // 32 floats apart), a 32-way conflict that serialises the shared reads.
 template <int kPad>
 __global__ void transpose_tile_kernel(const float* __restrict__ in, float* __restrict__ out, int m,
-                                      int n) {
+                                      int n, int ld_out) {
   __shared__ float tile[kTile][kTile + kPad];
   const int bx = blockIdx.x * kTile, by = blockIdx.y * kTile;
   for (int i = 0; i < kTile; i += kRowsPerPass) {  // read rows by..by+31 of the input
@@ -86,14 +86,14 @@ __global__ void transpose_tile_kernel(const float* __restrict__ in, float* __res
   __syncthreads();                                 // the whole tile is in shared memory
   for (int i = 0; i < kTile; i += kRowsPerPass) {  // write rows bx..bx+31 of the output
     const int row = bx + threadIdx.y + i, col = by + threadIdx.x;
-    if (row < n && col < m) out[size_t(row) * m + col] = tile[threadIdx.x][threadIdx.y + i];
+    if (row < n && col < m) out[size_t(row) * ld_out + col] = tile[threadIdx.x][threadIdx.y + i];
   }
 }
 
 void transpose_v3_smem_tile(const float* in, float* out, int m, int n, cudaStream_t stream) {
   check_transpose(in, out, m, n);
   transpose_tile_kernel<0>
-      <<<tile_grid(m, n), dim3(kTile, kRowsPerPass), 0, stream>>>(in, out, m, n);
+      <<<tile_grid(m, n), dim3(kTile, kRowsPerPass), 0, stream>>>(in, out, m, n, m);
   CUDA_CHECK_LAST();
 }
 
@@ -101,9 +101,15 @@ void transpose_v3_smem_tile(const float* in, float* out, int m, int n, cudaStrea
 // (r + c) % 32, so the 32 lanes reading a column hit 32 different banks: conflict-free, for 4
 // extra bytes per tile row.
 void transpose_v4_padded_tile(const float* in, float* out, int m, int n, cudaStream_t stream) {
+  transpose_v4_padded_tile_ld(in, out, m, n, m, stream);
+}
+
+void transpose_v4_padded_tile_ld(const float* in, float* out, int m, int n, int ld_out,
+                                 cudaStream_t stream) {
   check_transpose(in, out, m, n);
+  if (ld_out < m) throw std::invalid_argument("transpose: the output's leading dimension < M");
   transpose_tile_kernel<1>
-      <<<tile_grid(m, n), dim3(kTile, kRowsPerPass), 0, stream>>>(in, out, m, n);
+      <<<tile_grid(m, n), dim3(kTile, kRowsPerPass), 0, stream>>>(in, out, m, n, ld_out);
   CUDA_CHECK_LAST();
 }
 
