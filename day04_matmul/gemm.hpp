@@ -74,7 +74,8 @@ void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat
                        cudaStream_t);
 // v9 and v10 need code built for sm_80 or newer, v11-v13 for sm_90a (wgmma, TMA); in a build that
 // lacks it for the running GPU they throw gpu100::ArchUnavailable before any launch. Shapes TMA
-// cannot describe go to v10 (BF16: K or N not a multiple of 8; TF32: K not a multiple of 4). The
+// cannot describe go to v10 (BF16: K or N not a multiple of 8; TF32: K not a multiple of 4),
+// except in v13, which first copies A and B into padded buffers (gemm_v13_wgmma_cluster.cu). The
 // TF32 call first transposes B into a scratch buffer (wgmma reads TF32 operands only K-major), and
 // its time includes that transpose.
 void gemm_v11_wgmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,
@@ -87,6 +88,8 @@ void gemm_v12_wgmma_ws_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_b
 // v13: v12 on clusters of 2 CTAs (vertically adjacent tiles) sharing B by TMA multicast.
 void gemm_v13_wgmma_cluster_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*,
                                  float, float*, cudaStream_t);
+// v13's row note: how it ran a shape TMA cannot describe ("" for the others).
+std::string v13_row_note(GemmShape s);
 // ---- cuBLAS, the library a user would pick instead ---------------------------------------------
 // One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it
 // never uses TF32.

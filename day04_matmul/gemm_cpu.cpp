@@ -121,7 +121,8 @@ const std::vector<GemmVariant>& gemm_variants() {
           {"v13_wgmma_cluster_bf16",
            "v12 on 2-CTA clusters: each B tile multicast by TMA to both CTAs (a third less L2 "
            "traffic)",
-           P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a},
+           P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a,
+           v13_row_note},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,

@@ -13,21 +13,74 @@
 // cluster barrier ends the kernel.
 // The kernel is in gemm_v13_kernel.cuh, templated on its epilogue (here: C = alpha A B + beta C in
 // fp32), so that day05 can run the same main loop with its own.
+// Shapes TMA cannot describe (K or N not a multiple of 8: row strides that are no multiple of 16
+// bytes, or misaligned pointers) had gone to v10's mma.sync kernel, 0.37x cuBLAS at 4097^3. Here A
+// and B are first copied into zero-padded buffers, [M, K8] and [K8, N8] (K8, N8: K, N rounded up
+// to 8), and the TMA kernel runs on those; the zero columns of A meet the zero rows of B, so the
+// product is unchanged, and the epilogue writes only the N real columns of C. The copies (2 x 2
+// bytes per element of A and B, about 0.05 ms at 4097^3) are part of the variant's time.
 #include <cuda_bf16.h>
 
+#include <string>
+
 #include "common/arch.hpp"
+#include "common/device_buffer.hpp"
 #include "gemm.hpp"
 #include "gemm_v13_kernel.cuh"
 
 namespace day04 {
+
+namespace {
+
+// dst [rows_p, cols_p] (cols_p % 8 == 0, 16-byte aligned) = src [rows, cols], zeros past rows
+// and cols: one thread per 8 outputs, read as 2-byte loads (src's rows may start anywhere),
+// written as one 16-byte store.
+__global__ void stage_padded_kernel(const __nv_bfloat16* __restrict__ src, int rows, int cols,
+                                    uint4* __restrict__ dst, int rows_p, int cols_p) {
+  const int chunks = cols_p / 8;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= int64_t(rows_p) * chunks) return;
+  const int r = int(t / chunks), c0 = int(t - int64_t(r) * chunks) * 8;
+  uint32_t h[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    h[j] = r < rows && c0 + j < cols ? __bfloat16_as_ushort(src[size_t(r) * cols + c0 + j]) : 0u;
+  }
+  dst[t] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+}
+
+void stage_padded(const __nv_bfloat16* src, int rows, int cols,
+                  gpu100::DeviceBuffer<__nv_bfloat16>& dst, int rows_p, int cols_p,
+                  cudaStream_t stream) {
+  const size_t count = size_t(rows_p) * cols_p;
+  if (dst.size() < count) dst = gpu100::DeviceBuffer<__nv_bfloat16>(count);
+  const int64_t threads = int64_t(rows_p) * (cols_p / 8);
+  constexpr int kBlock = 256;
+  stage_padded_kernel<<<unsigned(gpu100::ceil_div<int64_t>(threads, kBlock)), kBlock, 0, stream>>>(
+      src, rows, cols, reinterpret_cast<uint4*>(dst.data()), rows_p, cols_p);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+std::string v13_row_note(GemmShape s) {
+  if (s.k % 8 == 0 && s.n % 8 == 0) return "";
+  return "K or N not a multiple of 8: A and B staged into zero-padded [M, K8] and [K8, N8] "
+         "buffers for the TMA (the copies are in the time)";
+}
 
 void gemm_v13_wgmma_cluster_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
                                  const __nv_bfloat16* b, float beta, float* c,
                                  cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v13_wgmma_cluster_bf16");
-  if (!wgmma_gemm::tma_bf16_ok(s, a, b)) {
-    gemm_v10_mma_bf16(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
+  if (!wgmma_gemm::tma_bf16_ok(s, a, b)) {  // strides TMA cannot describe: stage A and B
+    const int k8 = gpu100::round_up(s.k, 8), n8 = gpu100::round_up(s.n, 8);
+    thread_local gpu100::DeviceBuffer<__nv_bfloat16> staged_a, staged_b;  // they only grow
+    stage_padded(a, s.m, s.k, staged_a, s.m, k8, stream);
+    stage_padded(b, s.k, s.n, staged_b, k8, n8, stream);
+    wgmma_gemm::launch_v13(GemmShape{s.m, n8, k8}, staged_a.data(), staged_b.data(),
+                           wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream);
     return;
   }
   wgmma_gemm::launch_v13(s, a, b, wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream);
