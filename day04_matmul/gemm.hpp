@@ -74,8 +74,9 @@ void gemm_v10_mma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat
                        cudaStream_t);
 // v9 and v10 need code built for sm_80 or newer, v11-v13 for sm_90a (wgmma, TMA); in a build that
 // lacks it for the running GPU they throw gpu100::ArchUnavailable before any launch. Shapes TMA
-// cannot describe go to v10 (BF16: K or N not a multiple of 8; TF32: K not a multiple of 4),
-// except in v13, which first copies A and B into padded buffers (gemm_v13_wgmma_cluster.cu). The
+// cannot describe go to v10 (BF16: K or N not a multiple of 8), except in v13, which first copies
+// A and B into padded buffers (gemm_v13_wgmma_cluster.cu); the TF32 call pads A and B^T the same
+// way when K % 4 != 0. The
 // TF32 call first transposes B into a scratch buffer (wgmma reads TF32 operands only K-major), and
 // its time includes that transpose.
 void gemm_v11_wgmma_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*, float,

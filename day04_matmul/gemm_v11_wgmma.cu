@@ -17,8 +17,9 @@
 // N-major, which wgmma reads transposed (imm-trans-b = 1). TF32 has no transposed mode: both
 // operands must be K-major, so the launcher first transposes B into an N x K scratch buffer with
 // day04's padded-tile transpose (t4), and the time of that transpose is part of v11's time.
-// TMA needs 16-byte row strides and addresses: BF16 needs K % 8 == 0 and N % 8 == 0, TF32
-// K % 4 == 0; other shapes go to v10.
+// TMA needs 16-byte row strides and addresses: BF16 needs K % 8 == 0 and N % 8 == 0 (other
+// shapes go to v10); TF32 gets them for any K, B^T's rows being padded to a multiple of 4 floats
+// by the transpose and A copied into a padded buffer when K % 4 != 0.
 // (Layouts and descriptor fields: the PTX ISA, "Asynchronous warpgroup level matrix multiply";
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -133,18 +134,36 @@ void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* 
                          float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v11_wgmma_tf32");
-  if (s.k % 4 != 0 || !gpu100::aligned16(a)) {
-    gemm_v10_mma_tf32(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
-    return;
-  }
-  // B (K x N) -> B^T (N x K) in a scratch buffer that lives as long as the thread and only grows,
-  // so that the timed runs allocate nothing.
-  thread_local gpu100::DeviceBuffer<float> bt;
-  const size_t count = size_t(s.k) * s.n;
+  // B (K x N) -> B^T (N x K4) in a scratch buffer that lives as long as the thread and only grows,
+  // so that the timed runs allocate nothing. K4 = K rounded up to 4: each row of B^T is a multiple
+  // of 16 bytes whatever K is, the pad columns zeroed.
+  const int k4 = gpu100::round_up(s.k, 4);
+  thread_local gpu100::DeviceBuffer<float> bt, a_staged;
+  const size_t count = size_t(k4) * s.n;
   if (bt.size() < count) bt = gpu100::DeviceBuffer<float>(count);
-  transpose_v4_padded_tile(b, bt.data(), s.k, s.n, stream);
-  launch_v11<Tf32>(s, alpha, make_tma_map_2d(a, s.m, s.k, kBM, Tf32::kBK),
-                   make_tma_map_2d(static_cast<const float*>(bt.data()), s.n, s.k, kBN, Tf32::kBK),
+  transpose_v4_padded_tile_ld(b, bt.data(), s.k, s.n, k4, stream);
+  const float* a_rows = a;
+  if (k4 != s.k || !gpu100::aligned16(a)) {
+    // A's rows are no multiple of 16 bytes (or A is misaligned), which TMA cannot describe (this
+    // had gone to v10, 0.69x cuBLAS at 4097^3): A is copied into a zero-padded M x K4 buffer
+    // first, its time part of the variant's. The zero columns of A and B^T add nothing.
+    const size_t a_count = size_t(s.m) * k4;
+    if (a_staged.size() < a_count) a_staged = gpu100::DeviceBuffer<float>(a_count);
+    CUDA_CHECK(cudaMemcpy2DAsync(a_staged.data(), size_t(k4) * sizeof(float), a,
+                                 size_t(s.k) * sizeof(float), size_t(s.k) * sizeof(float),
+                                 size_t(s.m), cudaMemcpyDeviceToDevice, stream));
+    if (k4 != s.k) {
+      CUDA_CHECK(cudaMemset2DAsync(a_staged.data() + s.k, size_t(k4) * sizeof(float), 0,
+                                   size_t(k4 - s.k) * sizeof(float), size_t(s.m), stream));
+    }
+    a_rows = a_staged.data();
+  }
+  if (k4 != s.k) {
+    CUDA_CHECK(cudaMemset2DAsync(bt.data() + s.k, size_t(k4) * sizeof(float), 0,
+                                 size_t(k4 - s.k) * sizeof(float), size_t(s.n), stream));
+  }
+  launch_v11<Tf32>(GemmShape{s.m, s.n, k4}, alpha, make_tma_map_2d(a_rows, s.m, k4, kBM, Tf32::kBK),
+                   make_tma_map_2d(static_cast<const float*>(bt.data()), s.n, k4, kBN, Tf32::kBK),
                    beta, c, stream);
 }
 
