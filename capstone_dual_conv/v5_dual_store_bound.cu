@@ -44,18 +44,25 @@ constexpr int kWindowFloats = kMaxC * kRows * kPitch;  // 2040 floats, a multipl
 // The common case of the epilogue: 8 whole channels, fp32 output, Q % 4 == 0 (so a thread's 4
 // pixels are all inside); the activation a template parameter (the caller branches once per pass,
 // warp-uniformly), scale and shift from shared memory, one 16-byte streaming store per channel.
+// One channel's 4 pixels: the scale and shift, then the activation (a template parameter).
+template <int ACT>
+__device__ __forceinline__ void scale_activate(const float (&acc)[kPx], float al, float be,
+                                               float (&v)[kPx]) {
+#pragma unroll
+  for (int j = 0; j < kPx; ++j) {
+    v[j] = fmaf(acc[j], al, be);
+    if (ACT == 1) v[j] = fmaxf(v[j], 0.f);
+    if (ACT == 2) v[j] = v[j] / (1.f + __expf(-v[j]));
+  }
+}
+
 template <int ACT>
 __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], const float (&al)[kKg],
                                               const float (&be)[kKg], float* yp, int64_t plane) {
 #pragma unroll
   for (int i = 0; i < kKg; ++i) {
     float v[kPx];
-#pragma unroll
-    for (int j = 0; j < kPx; ++j) {
-      v[j] = fmaf(acc[i][j], al[i], be[i]);
-      if (ACT == 1) v[j] = fmaxf(v[j], 0.f);
-      if (ACT == 2) v[j] = v[j] / (1.f + __expf(-v[j]));
-    }
+    scale_activate<ACT>(acc[i], al[i], be[i], v);
     __stcs(reinterpret_cast<float4*>(yp), make_float4(v[0], v[1], v[2], v[3]));
     yp += plane;
   }
@@ -80,12 +87,7 @@ __device__ __forceinline__ void fast_epilogue_shifted(const float (&acc)[kKg][kP
 #pragma unroll
   for (int i = 0; i < kKg; ++i) {
     float v[kPx];
-#pragma unroll
-    for (int j = 0; j < kPx; ++j) {
-      v[j] = fmaf(acc[i][j], al[i], be[i]);
-      if (ACT == 1) v[j] = fmaxf(v[j], 0.f);
-      if (ACT == 2) v[j] = v[j] / (1.f + __expf(-v[j]));
-    }
+    scale_activate<ACT>(acc[i], al[i], be[i], v);
     const int s = int((run_start + i * plane) & 3);  // the run's first pixel, into a float4
     day08::store4_shifted<kTx, true>(yp, threadIdx.x, q, width, s, v);
     yp += plane;

@@ -50,26 +50,30 @@ void cublas_gemm_tf32(GemmShape s, float alpha, const float* a, const float* b, 
                             CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
 }
 
-void cublas_gemm_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                      float beta, float* c, cudaStream_t stream) {
+namespace {
+
+// BF16 inputs, fp32 compute, C in `c_type` (fp32 or bf16).
+void gemm_ex_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                  float beta, void* c, cudaDataType c_type, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   cublasHandle_t h = handle();
   CUBLAS_CHECK(cublasSetStream(h, stream));
   CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b, CUDA_R_16BF, s.n,
-                            a, CUDA_R_16BF, s.k, &beta, c, CUDA_R_32F, s.n, CUBLAS_COMPUTE_32F,
+                            a, CUDA_R_16BF, s.k, &beta, c, c_type, s.n, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+void cublas_gemm_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                      float beta, float* c, cudaStream_t stream) {
+  gemm_ex_bf16(s, alpha, a, b, beta, c, CUDA_R_32F, stream);
 }
 
 void cublas_gemm_bf16_out(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
                           float beta, __nv_bfloat16* c, cudaStream_t stream) {
-  check_gemm_args(s, a, b, c);
-  cublasHandle_t h = handle();
-  CUBLAS_CHECK(cublasSetStream(h, stream));
-  CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-  CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b, CUDA_R_16BF, s.n,
-                            a, CUDA_R_16BF, s.k, &beta, c, CUDA_R_16BF, s.n, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  gemm_ex_bf16(s, alpha, a, b, beta, c, CUDA_R_16BF, stream);
 }
 
 }  // namespace day04

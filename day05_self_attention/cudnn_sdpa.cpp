@@ -41,14 +41,7 @@ namespace fe = cudnn_frontend;
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats };
 
 cudnnHandle_t handle() {
-  thread_local struct Owner {
-    cudnnHandle_t h = nullptr;
-    ~Owner() {
-      if (h != nullptr) cudnnDestroy(h);
-    }
-  } owner;
-  if (owner.h == nullptr) CUDNN_CHECK(cudnnCreate(&owner.h));
-  return owner.h;
+  return gpu100::cudnn_thread_handle();
 }
 
 struct Plan {

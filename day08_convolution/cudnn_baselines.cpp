@@ -162,14 +162,7 @@ size_t CudnnConvPlan::workspace_bytes(cudnnHandle_t handle, cudnnConvolutionFwdA
 namespace {
 
 cudnnHandle_t handle() {
-  thread_local struct Owner {
-    cudnnHandle_t h = nullptr;
-    ~Owner() {
-      if (h != nullptr) cudnnDestroy(h);
-    }
-  } owner;
-  if (owner.h == nullptr) CUDNN_CHECK(cudnnCreate(&owner.h));
-  return owner.h;
+  return gpu100::cudnn_thread_handle();
 }
 
 CudnnPick pick_of(ConvPrecision p) {

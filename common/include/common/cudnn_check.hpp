@@ -24,3 +24,20 @@ inline void check_cudnn(cudnnStatus_t status, const char* expr, const char* file
 }  // namespace gpu100
 
 #define CUDNN_CHECK(expr) ::gpu100::check_cudnn((expr), #expr, __FILE__, __LINE__)
+
+namespace gpu100 {
+
+// One cuDNN handle per host thread, created at first use (creation takes milliseconds: never time
+// it) and destroyed when the thread ends.
+inline cudnnHandle_t cudnn_thread_handle() {
+  thread_local struct Owner {
+    cudnnHandle_t h = nullptr;
+    ~Owner() {
+      if (h != nullptr) cudnnDestroy(h);
+    }
+  } owner;
+  if (owner.h == nullptr) CUDNN_CHECK(cudnnCreate(&owner.h));
+  return owner.h;
+}
+
+}  // namespace gpu100
