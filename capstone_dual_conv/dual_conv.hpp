@@ -102,7 +102,7 @@ enum class Impl {
   kCudnnSeq,         // two cudnnConvolutionForward, then BN and activation as separate kernels
   kCudnnTwoStreams,  // the same, each stream's work on its own CUDA stream
   kCudnnFused,       // cudnnConvolutionBiasActivationForward, BN folded
-  kOwnSeq,           // day08::conv2d_forward("best_fp32") once per stream, then the epilogue
+  kOwnSeq,           // day08::conv2d_forward once per stream (own_conv2d), then the epilogue
   kOwnTwoStreams,    // the same on two CUDA streams
   kDualNaive,        // one launch for both streams: one thread per output element
   kDualHalo,         // + day08 halo tiles of the input in shared memory
