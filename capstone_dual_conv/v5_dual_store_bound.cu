@@ -76,8 +76,8 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
 // half-warp holds 64 consecutive pixels of one output row, stored as aligned float4s shifted into
 // place (day08's store4_shifted), one shuffle per value. Every lane of the warp calls it; a lane
 // whose row is past P passes width 0 and writes nothing. (Before it, an odd Q took the general
-// epilogue with 4-byte stores: at 417 x 545 the kernel fell from 1.90x to 0.58x cuDNN's
-// sequential layer.)
+// epilogue: a runtime activation switch, global scale/shift loads and 4-byte stores, four times
+// the store instructions for the same bytes.)
 template <int ACT>
 __device__ __forceinline__ void fast_epilogue_shifted(const float (&acc)[kKg][kPx],
                                                       const float (&al)[kKg],

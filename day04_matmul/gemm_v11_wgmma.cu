@@ -145,7 +145,7 @@ void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* 
   const float* a_rows = a;
   if (k4 != s.k || !gpu100::aligned16(a)) {
     // A's rows are no multiple of 16 bytes (or A is misaligned), which TMA cannot describe (this
-    // had gone to v10, 0.69x cuBLAS at 4097^3): A is copied into a zero-padded M x K4 buffer
+    // had gone to v10's mma.sync kernel): A is copied into a zero-padded M x K4 buffer
     // first, its time part of the variant's. The zero columns of A and B^T add nothing.
     const size_t a_count = size_t(s.m) * k4;
     if (a_staged.size() < a_count) a_staged = gpu100::DeviceBuffer<float>(a_count);

@@ -14,11 +14,11 @@
 // The kernel is in gemm_v13_kernel.cuh, templated on its epilogue (here: C = alpha A B + beta C in
 // fp32), so that day05 can run the same main loop with its own.
 // Shapes TMA cannot describe (K or N not a multiple of 8: row strides that are no multiple of 16
-// bytes, or misaligned pointers) had gone to v10's mma.sync kernel, 0.37x cuBLAS at 4097^3. Here A
+// bytes, or misaligned pointers) had gone to v10's mma.sync kernel (no TMA, no wgmma). Here A
 // and B are first copied into zero-padded buffers, [M, K8] and [K8, N8] (K8, N8: K, N rounded up
 // to 8), and the TMA kernel runs on those; the zero columns of A meet the zero rows of B, so the
 // product is unchanged, and the epilogue writes only the N real columns of C. The copies (2 x 2
-// bytes per element of A and B, about 0.05 ms at 4097^3) are part of the variant's time.
+// bytes per element of A and B, predicted about 0.05 ms at 4097^3) are part of the variant's time.
 #include <cuda_bf16.h>
 
 #include <string>

@@ -8,7 +8,7 @@
 // padded-tile transpose (t4); its time is part of this variant's time (about 1% at 4096^3).
 // The multiply itself is v7's WarpTile, unchanged: the results stay bit-identical to cuBLAS.
 // Shapes whose rows are not 16-byte multiples keep the cp.async pipeline (they had gone to v7,
-// 0.69x cuBLAS at 4097^3 against 0.91x at 4096^3): A^T's rows are padded to a multiple of 4
+// with its register staging and exposed load latency): A^T's rows are padded to a multiple of 4
 // floats (the transpose writes them with that pitch, the pad zeroed), so A is always read in
 // 16-byte copies whatever M and K; a B whose rows are no multiple of 16 bytes (N % 4 != 0, or a
 // misaligned pointer) is read in 4-byte cp.async copies, 4 per 16-byte chunk (8 per thread per

@@ -305,22 +305,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
             }
           }
       } else {
-        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel: one
-        // 4-byte bf16x2 store (and residual load); a quad's 4 lanes cover 16 contiguous bytes.
+        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel.
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
           const int k = k0 + 8 * j + 2 * tq;
           if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
-          const size_t o = size_t(m) * g.k + k;
-          float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
-          if (op.bias != nullptr) v0 += op.bias[k], v1 += op.bias[k + 1];
-          if (op.residual != nullptr) {
-            const float2 r =
-                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(op.residual + o));
-            v0 += r.x, v1 += r.y;
-          }
-          if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-          *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
+          nhwc::store_bf16_pair(op, grp.relu, m, k, g.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
         }
       }
     }

@@ -28,8 +28,8 @@ namespace {
 // tile's 136 columns of a row are read as the 35 aligned float4s that cover them, each written to
 // shared memory as 4 floats at its shifted place, the elements outside the image (another row's,
 // or columns < 0 or >= w) as zeros; kScalar, 4-byte loads one element at a time.
-// Why kShifted: at 8193 x 8191 the 4-byte path had run at 73% of the copy ceiling against 91% at
-// 8192 x 8192: four times the load and store instructions for the same bytes.
+// Why kShifted: the 4-byte path issues four times the load and store instructions for the same
+// bytes (how much that costs at an odd width is for the benchmark run to show).
 template <int R, RowPath kPath>
 __global__ void __launch_bounds__(kF5Tx* kF5Ty)
     filter_register_tiled_kernel(const float* __restrict__ in, const float* __restrict__ mask,

@@ -9,6 +9,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include <stdexcept>
 #include <string>
 
@@ -57,6 +59,22 @@ struct RscPos {
     if (s >= g.s) s -= g.s, ++r;
   }
 };
+
+// The bf16 NPQK epilogue of v6 and v9 for one register pair: output pixel m, adjacent channels
+// k and k + 1 (K is even, so both exist when k < K): bias, residual and ReLU in fp32, then one
+// 4-byte bf16x2 store (and one residual load); a quad's 4 lanes cover 16 contiguous bytes.
+template <class Op>
+__device__ __forceinline__ void store_bf16_pair(const Op& op, bool relu, int64_t m, int k,
+                                                int num_k, float v0, float v1) {
+  const size_t o = size_t(m) * num_k + k;
+  if (op.bias != nullptr) v0 += op.bias[k], v1 += op.bias[k + 1];
+  if (op.residual != nullptr) {
+    const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(op.residual + o));
+    v0 += r.x, v1 += r.y;
+  }
+  if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+  *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
+}
 
 // The launchers' alignment rule: every x and w of the group 16-byte aligned (the 16-byte
 // cp.async of A, v9's TMA of the filters); otherwise std::invalid_argument naming the variant.
