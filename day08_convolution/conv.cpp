@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -275,19 +276,24 @@ std::vector<std::string> conv2d_variant_names() {
   return names;
 }
 
-void* conv_scratch(size_t bytes) {
+void* conv_scratch(size_t bytes, cudaStream_t stream) {
+  // One buffer per stream: two layers running at once on two streams (the capstone's two trunks)
+  // must not share one, or one trunk's im2col matrix or filters overwrite the other's.
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t capacity = 0;
+  };
   static std::mutex mutex;
-  static void* ptr = nullptr;
-  static size_t capacity = 0;
+  static std::map<cudaStream_t, Scratch> buffers;
   std::lock_guard<std::mutex> lock(mutex);
-  if (bytes > capacity) {
-    if (ptr != nullptr) CUDA_CHECK(cudaFree(ptr));  // cudaFree waits for the kernels using it
-    ptr = nullptr;
-    capacity = 0;
-    CUDA_CHECK(cudaMalloc(&ptr, bytes));
-    capacity = bytes;
+  Scratch& b = buffers[stream];
+  if (bytes > b.capacity) {
+    if (b.ptr != nullptr) CUDA_CHECK(cudaFree(b.ptr));  // cudaFree waits for the kernels using it
+    b = Scratch{};
+    CUDA_CHECK(cudaMalloc(&b.ptr, bytes));
+    b.capacity = bytes;
   }
-  return ptr;
+  return b.ptr;
 }
 
 namespace {

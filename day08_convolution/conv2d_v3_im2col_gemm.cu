@@ -72,7 +72,7 @@ void conv2d_v3_im2col_gemm(const ConvShape& s, const float* x, const float* w, c
   }
   const int batch = static_cast<int>(
       std::clamp<int64_t>(int64_t(kScratchFloats) / per_image, int64_t(1), int64_t(s.n)));
-  float* col = static_cast<float*>(conv_scratch(sizeof(float) * size_t(batch) * per_image));
+  float* col = static_cast<float*>(conv_scratch(sizeof(float) * size_t(batch) * per_image, stream));
   const int threads = 256;
   if (bias != nullptr) {
     fill_bias_kernel<<<grid_for(int64_t(s.n) * s.k * pq, threads), threads, 0, stream>>>(

@@ -211,9 +211,10 @@ Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p);
 Tolerance conv2d_tolerance(const ConvShape& s, const Conv2dVariant& v);
 Tolerance filter_tolerance(int taps);
 
-// The device scratch buffer of v3 (its im2col matrix): grown on demand, kept across calls, one
-// per process (guarded by a mutex). The growth is a cudaMalloc, so the first call for a larger
-// shape is slow; time only later calls.
-void* conv_scratch(size_t bytes);
+// The device scratch buffer of v3 (its im2col matrix) and of the Winograd variants (their
+// transformed filters): grown on demand, kept across calls, one per stream (guarded by a mutex),
+// so layers on different streams never share one. The growth is a cudaMalloc, so the first call
+// for a larger shape is slow; time only later calls.
+void* conv_scratch(size_t bytes, cudaStream_t stream);
 
 }  // namespace day08

@@ -81,7 +81,8 @@ void transform_filters_into(const ConvShape& s, const Params& g, const float* w,
 const float* transform_filters(const ConvShape& s, const Params& g, const float* w, bool tf32,
                                cudaStream_t stream) {
   // The transformed filters live in day08's scratch buffer (like v3's im2col matrix).
-  float* u = static_cast<float*>(conv_scratch(sizeof(float) * kPoints * size_t(s.c) * g.kpad));
+  float* u =
+      static_cast<float*>(conv_scratch(sizeof(float) * kPoints * size_t(s.c) * g.kpad, stream));
   transform_filters_into(s, g, w, tf32, u, stream);
   return u;
 }
