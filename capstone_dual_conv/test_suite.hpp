@@ -44,8 +44,8 @@ inline const std::vector<Case> kCases = {
     {make_shape(5, 1, 7, 3, 2, 0), {1, 23, 30}},   // C = 5, K = 7, stride 2, no padding
     {make_shape(1, 3, 1, 3, 1, 1), {3, 17, 33}},   // K = 1
     {make_shape(3, 1, 20, 3, 1, 1), {1, 11, 68}},  // stem kernel: Q % 4 == 0, 2 column tiles
-    // stem kernel, Q % 4 != 0 (stores shifted into place): 3 column tiles, the last partial; and
-    // K = 20, whose last channel group is partial (the general epilogue, tail threads kept).
+    // stem kernel, Q % 4 != 0 (the staged epilogue): 3 column tiles, the last partial, rows
+    // past P; and K = 20, whose last channel group is partial (staged, not stored past K).
     {make_shape(3, 1, 64, 3, 1, 1), {1, 10, 131}},
     {make_shape(3, 1, 20, 3, 1, 1), {1, 11, 69}},
     {make_shape(3, 5, 64, 1, 1, 0), {1, 9, 41}},     // 1 x 1 filters, Q % 4 != 0

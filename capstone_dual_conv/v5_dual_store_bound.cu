@@ -15,13 +15,13 @@
 // chapters 7 and 16.)
 #include <cuda_bf16.h>
 
+#include <cstdint>
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "halo_tile.cuh"
 #include "kernels.cuh"
-#include "shifted_store.cuh"
 
 namespace capstone::detail {
 
@@ -41,9 +41,6 @@ constexpr int kMaxC = 3;
 constexpr int kSmemBytes = 48 * 1024;
 constexpr int kWindowFloats = kMaxC * kRows * kPitch;  // 2040 floats, a multiple of 4
 
-// The common case of the epilogue: 8 whole channels, fp32 output, Q % 4 == 0 (so a thread's 4
-// pixels are all inside); the activation a template parameter (the caller branches once per pass,
-// warp-uniformly), scale and shift from shared memory, one 16-byte streaming store per channel.
 // One channel's 4 pixels: the scale and shift, then the activation (a template parameter).
 template <int ACT>
 __device__ __forceinline__ void scale_activate(const float (&acc)[kPx], float al, float be,
@@ -56,6 +53,9 @@ __device__ __forceinline__ void scale_activate(const float (&acc)[kPx], float al
   }
 }
 
+// The common case of the epilogue: 8 whole channels, fp32 output, Q % 4 == 0 (so a thread's 4
+// pixels are all inside); the activation a template parameter (the caller branches once per pass,
+// warp-uniformly), scale and shift from shared memory, one 16-byte streaming store per channel.
 template <int ACT>
 __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], const float (&al)[kKg],
                                               const float (&be)[kKg], float* yp, int64_t plane) {
@@ -68,33 +68,69 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
   }
 }
 
-// One block's work for a stream with C input channels. Thread (tx, ty): output row p0 + ty,
-// columns q0 + 4 tx .. q0 + 4 tx + 3, and every channel group k0 .. k0 + 7 in turn. A half-warp
-// covers one output row of the tile: per channel a warp writes two 256-byte runs (two rows), as
-// one 16-byte streaming store per thread.
-// The same for Q % 4 != 0, where a channel's rows start anywhere inside a float4 of memory: a
-// half-warp holds 64 consecutive pixels of one output row, stored as aligned float4s shifted into
-// place (day08's store4_shifted), one shuffle per value. Every lane of the warp calls it; a lane
-// whose row is past P passes width 0 and writes nothing. (Before it, an odd Q took the general
-// epilogue: a runtime activation switch, global scale/shift loads and 4-byte stores, four times
-// the store instructions for the same bytes.)
+// The epilogue for fp32 output with Q % 4 != 0, where every channel's rows start anywhere inside
+// a float4 of memory, so a thread's 4 pixels straddle two float4s. The pass's 8 channels x 8 rows
+// x 64 pixels go through shared memory instead: each thread writes its 4 values shifted by its
+// row's misalignment s, so that the row's aligned float4s in global memory are aligned float4s
+// in shared memory too, and then the block stores every row as whole 16-byte chunks, element by
+// element only at the row's two ends. The cost: 17 KB more shared memory per block (6 blocks per
+// SM instead of 7) and two barriers per pass. Keeping the values in registers and moving the
+// straddling ones between lanes with shuffles needed more than the kernel's registers: ptxas
+// spilled, and the stores ran at half the aligned speed. (Staging an output tile through shared
+// memory to make its stores wide is what CUTLASS's epilogues do.)
+constexpr int kStagePitch = kTileQ + 4;                   // a row of 64 shifted by up to 3
+constexpr int kStageFloats = kKg * kTileP * kStagePitch;  // 4352 floats, 17 KB
+constexpr int kChunks = kTileQ / 4 + 1;                   // the float4s a shifted row can touch
+
+// Thread (tx, ty) writes its channel-group values into the staging rows; row0 is the global
+// element index of the pass's first channel at (p0 + ty, q0).
 template <int ACT>
-__device__ __forceinline__ void fast_epilogue_shifted(const float (&acc)[kKg][kPx],
-                                                      const float (&al)[kKg],
-                                                      const float (&be)[kKg], float* yp,
-                                                      int64_t plane, int64_t run_start, int q,
-                                                      int width) {
+__device__ __forceinline__ void stage_pass(const float (&acc)[kKg][kPx], const float* as, int kpad,
+                                           int k0, int64_t row0, int64_t plane, float* st, int tx,
+                                           int ty) {
 #pragma unroll
   for (int i = 0; i < kKg; ++i) {
     float v[kPx];
-    scale_activate<ACT>(acc[i], al[i], be[i], v);
-    const int s = int((run_start + i * plane) & 3);  // the run's first pixel, into a float4
-    day08::store4_shifted<kTx, true>(yp, threadIdx.x, q, width, s, v);
-    yp += plane;
+    scale_activate<ACT>(acc[i], as[k0 + i], as[kpad + k0 + i], v);
+    const int shift = int((row0 + i * plane) & 3);
+    float* dst = st + (i * kTileP + ty) * kStagePitch + shift + kPx * tx;
+#pragma unroll
+    for (int j = 0; j < kPx; ++j) dst[j] = v[j];
   }
 }
 
-template <int C, int ST>
+// The block stores the staged rows (channel k0 + i, row p0 + r): consecutive threads take
+// consecutive 16-byte chunks of a row. Chunk c of a row is shared-memory floats 4c .. 4c + 3 and
+// global elements g - s + 4c .. g - s + 4c + 3, where g is the row's first element and s = g % 4.
+__device__ __forceinline__ void store_staged(const float* st, float* y, const DualArgs& a, int n,
+                                             int k0, int p0, int q0, int tid) {
+  const int64_t plane = int64_t(a.p) * a.q;
+  const int len = min(kTileQ, a.q - q0);
+  for (int item = tid; item < kKg * kTileP * kChunks; item += kThreads) {
+    const int row = item / kChunks, c = item - row * kChunks;
+    const int i = row / kTileP, r = row - i * kTileP;
+    const int k = k0 + i, p = p0 + r;
+    const int64_t g = (int64_t(n) * a.k + k) * plane + int64_t(p) * a.q + q0;
+    const int s = int(g & 3), m = 4 * c;
+    if (k >= a.k || p >= a.p || m >= s + len) continue;
+    const float4 v = *reinterpret_cast<const float4*>(st + row * kStagePitch + m);
+    float* dst = y + (g - s + m);
+    if (m >= s && m + 4 <= s + len) {
+      __stcs(reinterpret_cast<float4*>(dst), v);
+    } else {
+      const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (m + j >= s && m + j < s + len) __stcs(dst + j, vs[j]);
+      }
+    }
+  }
+}
+
+// kShifted: the kernel for fp32 output with Q % 4 != 0, through the staged epilogue. A template
+// parameter, so that each kernel gets its own registers: compiled into one kernel, the aligned
+// case's registers grew past 72 and ptxas spilled in it too.
+template <int C, int ST, bool kShifted>
 __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int kpad, bool vec,
                                                   float* xs, float* ws) {
   // A compile-time stream index: its pointers stay kernel-parameter operands (no registers, no
@@ -123,13 +159,10 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
     as[k] = k < a.k ? __ldg(sa.alpha + k) : 0.f;
     as[kpad + k] = k < a.k ? __ldg(sa.beta + k) : 0.f;
   }
-  __syncthreads();  // window and weights complete; nothing below writes shared memory
-  // The shifted stores shuffle across a half-warp, so with them every thread stays to the end
-  // (the tail's threads compute on the zero-filled window and store nothing); otherwise the
-  // tail's threads leave here, after the only barrier.
-  const bool shifted = !vec && !a.bf16;
-  const bool live = p < a.p && q < a.q;
-  if (!shifted && !live) return;
+  __syncthreads();  // window and weights complete
+  // The tail's threads leave here, after the only barrier; with the staged epilogue, which has
+  // barriers of its own, they stay (computing on the zero-filled window) and store nothing.
+  if (!kShifted && (p >= a.p || q >= a.q)) return;
 
   const float* win = xs + ty * kPitch + tx * kPx;
   const int64_t plane = int64_t(a.p) * a.q;
@@ -168,10 +201,26 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
         }
       }
     }
+    if constexpr (kShifted) {
+      // Every channel group, a last partial one too (its staged values past K are not stored).
+      float* st = ws + kMaxC * 9 * kpad + 2 * kpad;
+      const int64_t row0 = (int64_t(n) * a.k + k0) * plane + int64_t(p) * a.q + q0;
+      if (a.act == 1) {
+        stage_pass<1>(acc, as, kpad, k0, row0, plane, st, tx, ty);
+      } else if (a.act == 2) {
+        stage_pass<2>(acc, as, kpad, k0, row0, plane, st, tx, ty);
+      } else {
+        stage_pass<0>(acc, as, kpad, k0, row0, plane, st, tx, ty);
+      }
+      __syncthreads();  // the pass staged
+      store_staged(st, static_cast<float*>(sa.y), a, n, k0, p0, q0, tid);
+      __syncthreads();  // the staging rows read before the next pass writes them
+      continue;
+    }
     // The common case (8 whole channels, fp32, Q % 4 == 0) in its own straight-line epilogue;
     // bf16 output, odd Q and a last partial channel group take the general one below.
     const bool full = k0 + kKg <= a.k;
-    if (full && (vec || shifted) && !a.bf16) {
+    if (full && vec && !a.bf16) {
       float al[kKg], be[kKg];
 #pragma unroll
       for (int i4 = 0; i4 < kKg / 4; ++i4) {
@@ -181,20 +230,6 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
         be[4 * i4] = y4.x, be[4 * i4 + 1] = y4.y, be[4 * i4 + 2] = y4.z, be[4 * i4 + 3] = y4.w;
       }
       float* yp = static_cast<float*>(sa.y) + o0 + int64_t(k0) * plane;
-      if (shifted) {
-        // Element index of the half-warp's first pixel of channel k0, and the row's width (0 for
-        // a row past P).
-        const int64_t run = o0 + int64_t(k0) * plane - kPx * tx;
-        const int width = p < a.p ? a.q : 0;
-        if (a.act == 1) {
-          fast_epilogue_shifted<1>(acc, al, be, yp, plane, run, q, width);
-        } else if (a.act == 2) {
-          fast_epilogue_shifted<2>(acc, al, be, yp, plane, run, q, width);
-        } else {
-          fast_epilogue_shifted<0>(acc, al, be, yp, plane, run, q, width);
-        }
-        continue;
-      }
       if (a.act == 1) {
         fast_epilogue<1>(acc, al, be, yp, plane);
       } else if (a.act == 2) {
@@ -205,7 +240,6 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
       continue;
     }
     // The epilogue in registers, then one 16-byte (8-byte bf16) streaming store per channel.
-    if (!live) continue;  // a tail thread kept for the shifted stores
 #pragma unroll
     for (int i = 0; i < kKg; ++i) {
       const int k = k0 + i;
@@ -223,8 +257,10 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
 // depth blocks do a third of the FMAs of the RGB ones with the same stores: the scheduler
 // balances them. 72 registers at most (7 blocks of 128 threads per SM): ptxas reports 0 spills
 // there, while the 64-register cap of 8 blocks spilled ~100 bytes (nvcc 13.0); uncapped it takes
-// 126 registers to hoist shared loads, which would halve the blocks in flight.
-__global__ void __launch_bounds__(kThreads, 7)
+// 126 registers to hoist shared loads, which would halve the blocks in flight. The staged kernel's
+// 17 KB of staging leave room for 6 blocks per SM, so it may take 80 registers.
+template <bool kShifted>
+__global__ void __launch_bounds__(kThreads, kShifted ? 6 : 7)
     dual_store_bound_kernel(DualArgs a, int kpad, bool vec) {
   extern __shared__ __align__(16) float smem[];
   const int n = blockIdx.z >> 1;
@@ -232,26 +268,37 @@ __global__ void __launch_bounds__(kThreads, 7)
   float* ws = smem + kWindowFloats;
   if ((blockIdx.z & 1) == 0) {
     if (a.s[0].c == 3) {
-      store_bound_block<3, 0>(a, n, kpad, vec, xs, ws);
+      store_bound_block<3, 0, kShifted>(a, n, kpad, vec, xs, ws);
     } else {
-      store_bound_block<1, 0>(a, n, kpad, vec, xs, ws);
+      store_bound_block<1, 0, kShifted>(a, n, kpad, vec, xs, ws);
     }
   } else if (a.s[1].c == 3) {
-    store_bound_block<3, 1>(a, n, kpad, vec, xs, ws);
+    store_bound_block<3, 1, kShifted>(a, n, kpad, vec, xs, ws);
   } else {
-    store_bound_block<1, 1>(a, n, kpad, vec, xs, ws);
+    store_bound_block<1, 1, kShifted>(a, n, kpad, vec, xs, ws);
   }
+}
+
+// The staged epilogue: fp32 output, Q % 4 != 0, and both outputs 16-byte aligned (its chunks are
+// aligned float4s of the output planes).
+bool takes_staged_epilogue(const DualArgs& a) {
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  return !a.bf16 && a.q % 4 != 0 && aligned(a.s[0].y) && aligned(a.s[1].y);
+}
+
+size_t store_bound_smem(const DualArgs& a) {
+  const int kpad = gpu100::round_up(a.k, kKg);
+  const size_t floats = size_t(kWindowFloats) + size_t(kMaxC) * 9 * kpad + 2 * size_t(kpad) +
+                        (takes_staged_epilogue(a) ? size_t(kStageFloats) : 0);
+  return floats * sizeof(float);
 }
 
 }  // namespace
 
 bool dual_store_bound_supports(const DualArgs& a) {
-  const int kpad = gpu100::round_up(a.k, kKg);
-  const size_t smem =
-      (size_t(kWindowFloats) + size_t(kMaxC) * 9 * kpad + 2 * size_t(kpad)) * sizeof(float);
   auto c_ok = [](int c) { return c == 1 || c == 3; };
   return a.r == 3 && a.sw == 3 && a.stride == 1 && a.pad == 1 && c_ok(a.s[0].c) && c_ok(a.s[1].c) &&
-         smem <= size_t(kSmemBytes) && 2 * int64_t(a.n) <= 65535 &&
+         store_bound_smem(a) <= size_t(kSmemBytes) && 2 * int64_t(a.n) <= 65535 &&
          gpu100::ceil_div(a.p, kTileP) <= 65535;
 }
 
@@ -262,12 +309,15 @@ void launch_dual_store_bound(const DualArgs& a, cudaStream_t stream) {
     return;
   }
   const int kpad = gpu100::round_up(a.k, kKg);
-  const size_t smem =
-      (size_t(kWindowFloats) + size_t(kMaxC) * 9 * kpad + 2 * size_t(kpad)) * sizeof(float);
+  const size_t smem = store_bound_smem(a);
   const bool vec = a.q % 4 == 0;
   const dim3 grid(gpu100::ceil_div(a.q, kTileQ), gpu100::ceil_div(a.p, kTileP), 2 * a.n);
   const dim3 block(kTx, kTy);
-  dual_store_bound_kernel<<<grid, block, smem, stream>>>(a, kpad, vec);
+  if (takes_staged_epilogue(a)) {
+    dual_store_bound_kernel<true><<<grid, block, smem, stream>>>(a, kpad, vec);
+  } else {
+    dual_store_bound_kernel<false><<<grid, block, smem, stream>>>(a, kpad, vec);
+  }
   CUDA_CHECK_LAST();
 }
 
