@@ -23,13 +23,27 @@ using namespace filter2d_detail;
 
 namespace {
 
+// The aligned float4 of the image at element g (g % 4 == 0) into v: one 16-byte load, or element by
+// element where it reaches past either end of the image (zeros there).
+__device__ __forceinline__ void load4_clipped(const float* __restrict__ in, int64_t g,
+                                              int64_t total, float (&v)[4]) {
+  if (g >= 0 && g + 4 <= total) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(in + g));
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = g + j >= 0 && g + j < total ? __ldg(in + g + j) : 0.f;
+  }
+}
+
 // kPath (filter2d_register_tile.cuh): kVec4, every aligned float4 of a row is wholly inside or
-// wholly outside the image; kShifted, a row starts anywhere inside a float4 (w % 4 != 0), so the
-// tile's 136 columns of a row are read as the 35 aligned float4s that cover them, each written to
-// shared memory as 4 floats at its shifted place, the elements outside the image (another row's,
-// or columns < 0 or >= w) as zeros; kScalar, 4-byte loads one element at a time.
-// Why kShifted: the 4-byte path issues four times the load and store instructions for the same
-// bytes (how much that costs at an odd width is for the benchmark run to show).
+// wholly outside the image; kShifted, a row starts anywhere inside a float4 (w % 4 != 0), so each
+// float4 of the tile is put together from the two aligned float4s of memory it straddles (below),
+// the elements outside the image (another row's, or columns < 0 or >= w) as zeros; kScalar,
+// 4-byte loads one element at a time. Why kShifted: the 4-byte path issues four times the load
+// and store instructions for the same bytes. (A first version of kShifted stored each aligned
+// float4 into shared memory as 4 floats at their shifted places: four 4-way conflicted stores
+// instead of one.)
 template <int R, RowPath kPath>
 __global__ void __launch_bounds__(kF5Tx* kF5Ty)
     filter_register_tiled_kernel(const float* __restrict__ in, const float* __restrict__ mask,
@@ -42,31 +56,37 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
   const int y0 = blockIdx.y * kF5TileH, x0 = blockIdx.x * kF5TileW;
 
   if constexpr (kPath == RowPath::kShifted) {
-    constexpr int kSlots = kF5Pitch / 4 + 1;  // 35 aligned float4s cover 136 columns
+    // Tile float4 k of a row holds global elements e0 + 4k .. e0 + 4k + 3, which straddle two
+    // aligned float4s of memory when e0 % 4 = s != 0: both are read (the second is the next
+    // lane's first, an L1 hit) and the four values picked out in registers, so shared memory
+    // still takes one 16-byte store per float4, as in kVec4.
+    constexpr int kVecPerRow = kF5Pitch / 4;  // 34
     const int64_t total = int64_t(h) * w;
-    for (int i = tid; i < kRows * kSlots; i += kF5Tx * kF5Ty) {
-      const int tr = i / kSlots, k = i - tr * kSlots;
-      const int gy = y0 - r + tr;
-      const int64_t e0 = int64_t(gy) * w + (x0 - kF5Halo);  // element of tile column 0
-      const int64_t g = (e0 & ~int64_t(3)) + 4 * k;         // this slot's aligned float4
-      const int c0 = int(g - e0);                           // its tile column, -3 .. 136
-      const bool row_in = gy >= 0 && gy < h;
-      float v[4] = {0.f, 0.f, 0.f, 0.f};
-      if (row_in) {
-        if (g >= 0 && g + 4 <= total) {
-          const float4 q = __ldg(reinterpret_cast<const float4*>(in + g));
-          v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-        } else {  // the float4 reaches past either end of the image: element by element
+    for (int i = tid; i < kRows * kVecPerRow; i += kF5Tx * kF5Ty) {
+      const int tr = i / kVecPerRow, tc = (i - tr * kVecPerRow) * 4;
+      const int gy = y0 - r + tr, gx = x0 - kF5Halo + tc;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (gy >= 0 && gy < h) {
+        const int64_t e = int64_t(gy) * w + gx;  // the element of tile column tc
+        const int64_t g = e & ~int64_t(3);       // the aligned float4 it lies in
+        const int sh = int(e - g);
+        float lo[4] = {0.f, 0.f, 0.f, 0.f}, hi[4] = {0.f, 0.f, 0.f, 0.f};
+        load4_clipped(in, g, total, lo);
+        if (sh != 0) load4_clipped(in, g + 4, total, hi);
+        float c[4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (g + j >= 0 && g + j < total) v[j] = __ldg(in + g + j);
+        for (int j = 0; j < 4; ++j) {
+          // element e + j is lo[sh + j] when sh + j < 4, else hi[sh + j - 4]
+          const float a0 = lo[j];
+          const float a1 = j + 1 < 4 ? lo[(j + 1) & 3] : hi[(j + 1) & 3];
+          const float a2 = j + 2 < 4 ? lo[(j + 2) & 3] : hi[(j + 2) & 3];
+          const float a3 = j + 3 < 4 ? lo[(j + 3) & 3] : hi[(j + 3) & 3];
+          const float pick = sh == 0 ? a0 : sh == 1 ? a1 : sh == 2 ? a2 : a3;
+          c[j] = gx + j >= 0 && gx + j < w ? pick : 0.f;  // zero outside the image's row
         }
+        v = make_float4(c[0], c[1], c[2], c[3]);
       }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = c0 + j, gx = x0 - kF5Halo + c;
-        if (c >= 0 && c < kF5Pitch) tile[tr][c] = row_in && gx >= 0 && gx < w ? v[j] : 0.f;
-      }
+      *reinterpret_cast<float4*>(&tile[tr][tc]) = v;
     }
   } else {
     // The tile walked as float4s, row-major, 256 threads at a time (coalesced 16-byte loads).

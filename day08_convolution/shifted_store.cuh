@@ -37,8 +37,9 @@ template <int kLanes, bool kStreaming>
 __device__ __forceinline__ void store4_shifted(float* dst, int lane, int col, int width, int s,
                                                const float (&own)[4]) {
   float prev[4];
+  prev[0] = 0.f;  // never needed: at most the previous lane's last 3 values move (s <= 3)
 #pragma unroll
-  for (int j = 0; j < 4; ++j) prev[j] = __shfl_up_sync(0xffffffffu, own[j], 1, kLanes);
+  for (int j = 1; j < 4; ++j) prev[j] = __shfl_up_sync(0xffffffffu, own[j], 1, kLanes);
   const float4 v = realign4(own, prev, s);
   const float vs[4] = {v.x, v.y, v.z, v.w};
   float* chunk = dst - s;  // 16-byte aligned: columns col - s .. col - s + 3
