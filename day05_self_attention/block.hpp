@@ -67,7 +67,7 @@ struct BlockTensors {
   gpu100::DeviceBuffer<__nv_bfloat16> w_o;            // [H D, d_model]
   gpu100::DeviceBuffer<__nv_bfloat16> q, k, v;        // [B, H, S, D]: what the flash kernel reads
   // [B S, 3 H D]: the unfused block's three projections one after the other (each [B S, H D]), or
-  // the concatenated projection's rows (qkv_cublas_gemm, qkv_gemm_rope_scatter).
+  // the concatenated projection's rows (qkv_cublas_gemm, qkv_v13_gemm, qkv_gemm_rope_scatter).
   gpu100::DeviceBuffer<__nv_bfloat16> scratch;
   gpu100::DeviceBuffer<__nv_bfloat16> o;  // [B, H, S, D]: the unfused block's attention output
   gpu100::DeviceBuffer<__nv_bfloat16>
@@ -99,6 +99,11 @@ void qkv_gemm_rope_scatter(BlockTensors& t, cudaStream_t stream);
 // TMA's 16-byte row stride): refused otherwise, with the reason.
 void qkv_rope_wgmma(BlockTensors& t, cudaStream_t stream);
 std::string qkv_rope_wgmma_refusal(const BlockShape& s);
+// v3's main loop with a plain epilogue: the projection's rows into `scratch`, as qkv_cublas_gemm
+// writes them (block_v3_qkv_rope_wgmma.cu). Not a stage of its own: the row that splits v3's gap
+// to cuBLAS into the main loop's part (this row against cuBLAS) and the epilogue's (v3 against
+// this row). Same needs as v3.
+void qkv_v13_gemm(BlockTensors& t, cudaStream_t stream);
 
 // The transposition of the unfused block: out[b][j][i][:] = in[b][i][j][:], in [B, I, J, D] (D %
 // 8 == 0, 16-byte aligned). [B, S, H, D] -> [B, H, S, D] is (I, J) = (S, H); back is (H, S).
@@ -122,6 +127,7 @@ struct BlockVariant {
   std::string (*refusal)(const BlockShape&);        // "" when it runs the shape
   const char* library;                              // the row it is compared with ("" for none)
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
+  bool projection = false;  // writes the projection's rows to `scratch` (checked there), no q k v
 };
 const std::vector<BlockVariant>& block_variants();
 
@@ -144,7 +150,8 @@ double qkv_row_cpu(const BlockShape& s, const BlockInputs& in, int64_t row, std:
 //  - q, k, v (bf16, [B, H, S, D]): |got - ref| <= 2^-7 (|p0| + |p1|) + 2^-12 abs_p, (p0, p1) the
 //    element's pair before the rotation (V: its own |p|): two bf16 roundings (of the projection
 //    and of the rotated value, 2^-9 each) of a pair of that size, plus fp32 accumulation;
-//  - the concatenated projection (qkv_cublas_gemm's `scratch`): |got - p| <= 2^-8 |p| +
+//  - the concatenated projection (`scratch` of qkv_cublas_gemm and qkv_v13_gemm): |got - p| <= 2^-8
+//  |p| +
 //    2^-12 abs_p.
 // Each records into `r` (element indices are positions in the row's 3 H D values).
 void check_qkv_row(const BlockShape& s, int64_t row, const std::vector<double>& p,

@@ -201,7 +201,7 @@ int run(int argc, char** argv) {
             parts.push_back(c);
             if (!c.ok) notes.push_back(std::string(what) + ": " + c.summary());
           };
-          if (!var->is_block && std::string(var->name) == "qkv_cublas_gemm") {
+          if (var->projection) {
             const std::vector<float> out = to_float(t.scratch);
             gpu100::CompareResult c;
             for (size_t r = 0; r < tokens.size(); ++r) {

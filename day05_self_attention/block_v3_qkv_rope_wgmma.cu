@@ -90,6 +90,32 @@ struct QkvRopeEpilogue {
   }
 };
 
+// The plain epilogue of qkv_v13_gemm: each register pair to the projection's row-major [B S, 3 H D]
+// bf16 rows as one 4-byte store, the same store pattern as QkvRopeEpilogue without the rotation
+// and the scatter.
+struct StoreRowsBf16 {
+  bf16* c;
+  int m, n;
+
+  __device__ __forceinline__ void operator()(const float (&d)[128], int row0, int col0,
+                                             int wg) const {
+    const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x % 128) / 32, t4 = lane % 4;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = row0 + wg * 64 + warp_in_wg * 16 + lane / 4 + 8 * hr;
+      if (row >= m) continue;
+      bf16* out = c + size_t(row) * n + col0 + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {  // register group j: columns col0 + 8 j + 2 t4 + {0, 1}
+        if (col0 + 8 * j + 2 * t4 < n) {
+          *reinterpret_cast<uint32_t*>(out + 8 * j) =
+              flash::pack_bf16(d[4 * j + 2 * hr], d[4 * j + 2 * hr + 1]);
+        }
+      }
+    }
+  }
+};
+
 template <int kD, RopeStyle kStyle>
 void launch(BlockTensors& t, cudaStream_t stream) {
   const BlockShape& s = t.shape;
@@ -125,6 +151,19 @@ void qkv_rope_wgmma(BlockTensors& t, cudaStream_t stream) {
     interleaved ? launch<128, RopeStyle::kInterleaved>(t, stream)
                 : launch<128, RopeStyle::kHalfSplit>(t, stream);
   }
+}
+
+void qkv_v13_gemm(BlockTensors& t, cudaStream_t stream) {
+  const BlockShape& s = t.shape;
+  check_block_shape(s);
+  if (const std::string why = qkv_rope_wgmma_refusal(s); !why.empty()) {
+    throw std::invalid_argument(why);
+  }
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "qkv_v13_gemm");
+  const int n = int(3 * s.hd());
+  day04::wgmma_gemm::launch_v13(day04::GemmShape{int(s.tokens()), n, s.d_model}, t.x.data(),
+                                t.w_qkv.data(), StoreRowsBf16{t.scratch.data(), int(s.tokens()), n},
+                                stream);
 }
 
 }  // namespace day05

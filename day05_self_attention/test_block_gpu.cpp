@@ -58,7 +58,7 @@ void check_block_variant(const BlockVariant& var, const BlockShape& s, uint64_t 
   CUDA_CHECK(cudaDeviceSynchronize());
   const size_t hd3 = size_t(3 * s.hd()), dm = size_t(s.d_model);
   gpu100::CompareResult c;
-  if (std::string(var.name) == "qkv_cublas_gemm") {
+  if (var.projection) {
     const std::vector<float> out = to_float(t.scratch);
     for (int64_t row : checked_tokens(s)) {
       std::vector<double> p, abs_p, qkv;
