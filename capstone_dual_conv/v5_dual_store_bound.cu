@@ -69,60 +69,46 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
 }
 
 // The epilogue for fp32 output with Q % 4 != 0, where every channel's rows start anywhere inside
-// a float4 of memory, so a thread's 4 pixels straddle two float4s. The pass's 8 channels x 8 rows
-// x 64 pixels go through shared memory instead: each thread writes its 4 values shifted by its
-// row's misalignment s, so that the row's aligned float4s in global memory are aligned float4s
-// in shared memory too, and then the block stores every row as whole 16-byte chunks, element by
-// element only at the row's two ends. The cost: 17 KB more shared memory per block (6 blocks per
-// SM instead of 7) and two barriers per pass. Keeping the values in registers and moving the
-// straddling ones between lanes with shuffles needed more than the kernel's registers: ptxas
-// spilled, and the stores ran at half the aligned speed. (Staging an output tile through shared
-// memory to make its stores wide is what CUTLASS's epilogues do.)
-constexpr int kStagePitch = kTileQ + 4;                   // a row of 64 shifted by up to 3
-constexpr int kStageFloats = kKg * kTileP * kStagePitch;  // 4352 floats, 17 KB
-constexpr int kChunks = kTileQ / 4 + 1;                   // the float4s a shifted row can touch
+// a float4 of memory, so a thread's 4 pixels straddle two float4s and its 16-byte store is
+// refused. Storing its 4 pixels as 4-byte stores (the general epilogue) is slow for a reason
+// beyond the instruction count: a warp's store instruction then writes 4 bytes of every 16 over
+// 512 bytes, four times the memory transactions of 128 contiguous bytes. So the pass's 8 channels
+// x 8 rows x 64 pixels go through shared memory: each thread writes its 4 values as one float4
+// (rows of 64 floats: a warp writes 512 contiguous bytes, no bank conflict), then the block stores
+// the rows with the lanes of a warp on consecutive pixels: each store instruction writes 128
+// contiguous bytes (wherever they start), from consecutive shared-memory words. The cost: 16 KB
+// more shared memory per block (still 7 blocks per SM) and two barriers per pass. (A first try
+// kept 16-byte global stores by shifting each row into place in shared memory: its 4-way
+// conflicted scalar shared-memory accesses left it at half the aligned kernel's speed. Staging an
+// output tile through shared memory for coalesced stores is what CUTLASS's epilogues do.)
+constexpr int kStageFloats = kKg * kTileP * kTileQ;  // 4096 floats, 16 KB
 
-// Thread (tx, ty) writes its channel-group values into the staging rows; row0 is the global
-// element index of the pass's first channel at (p0 + ty, q0).
+// Thread (tx, ty) writes its channel-group values into the staging rows (channel k0 + i, row
+// p0 + ty): row i kTileP + ty, columns 4 tx .. 4 tx + 3.
 template <int ACT>
 __device__ __forceinline__ void stage_pass(const float (&acc)[kKg][kPx], const float* as, int kpad,
-                                           int k0, int64_t row0, int64_t plane, float* st, int tx,
-                                           int ty) {
+                                           int k0, float* st, int tx, int ty) {
 #pragma unroll
   for (int i = 0; i < kKg; ++i) {
     float v[kPx];
     scale_activate<ACT>(acc[i], as[k0 + i], as[kpad + k0 + i], v);
-    const int shift = int((row0 + i * plane) & 3);
-    float* dst = st + (i * kTileP + ty) * kStagePitch + shift + kPx * tx;
-#pragma unroll
-    for (int j = 0; j < kPx; ++j) dst[j] = v[j];
+    *reinterpret_cast<float4*>(st + (i * kTileP + ty) * kTileQ + kPx * tx) =
+        make_float4(v[0], v[1], v[2], v[3]);
   }
 }
 
-// The block stores the staged rows (channel k0 + i, row p0 + r): consecutive threads take
-// consecutive 16-byte chunks of a row. Chunk c of a row is shared-memory floats 4c .. 4c + 3 and
-// global elements g - s + 4c .. g - s + 4c + 3, where g is the row's first element and s = g % 4.
-__device__ __forceinline__ void store_staged(const float* st, float* y, const DualArgs& a, int n,
-                                             int k0, int p0, int q0, int tid) {
+// The block stores the 64 staged rows, two at a time: thread t takes pixel t % 64 of row
+// 2 it + t / 64. g0: the global element of channel k0's pixel (p0, q0).
+__device__ __forceinline__ void store_staged(const float* st, float* y, const DualArgs& a, int k0,
+                                             int p0, int q0, int64_t g0, int tid) {
   const int64_t plane = int64_t(a.p) * a.q;
-  const int len = min(kTileQ, a.q - q0);
-  for (int item = tid; item < kKg * kTileP * kChunks; item += kThreads) {
-    const int row = item / kChunks, c = item - row * kChunks;
-    const int i = row / kTileP, r = row - i * kTileP;
-    const int k = k0 + i, p = p0 + r;
-    const int64_t g = (int64_t(n) * a.k + k) * plane + int64_t(p) * a.q + q0;
-    const int s = int(g & 3), m = 4 * c;
-    if (k >= a.k || p >= a.p || m >= s + len) continue;
-    const float4 v = *reinterpret_cast<const float4*>(st + row * kStagePitch + m);
-    float* dst = y + (g - s + m);
-    if (m >= s && m + 4 <= s + len) {
-      __stcs(reinterpret_cast<float4*>(dst), v);
-    } else {
-      const float vs[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (m + j >= s && m + j < s + len) __stcs(dst + j, vs[j]);
-      }
+  const int col = tid % kTileQ, half = tid / kTileQ;
+  if (q0 + col >= a.q) return;  // past the image's last column: nothing to store
+#pragma unroll 4  // fully unrolled, the 32 addresses took registers the kernel has not got
+  for (int it = 0; it < kKg * kTileP / 2; ++it) {
+    const int row = 2 * it + half, i = row / kTileP, r = row % kTileP;
+    if (k0 + i < a.k && p0 + r < a.p) {
+      __stcs(y + g0 + i * plane + int64_t(r) * a.q + col, st[row * kTileQ + col]);
     }
   }
 }
@@ -204,16 +190,16 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
     if constexpr (kShifted) {
       // Every channel group, a last partial one too (its staged values past K are not stored).
       float* st = ws + kMaxC * 9 * kpad + 2 * kpad;
-      const int64_t row0 = (int64_t(n) * a.k + k0) * plane + int64_t(p) * a.q + q0;
       if (a.act == 1) {
-        stage_pass<1>(acc, as, kpad, k0, row0, plane, st, tx, ty);
+        stage_pass<1>(acc, as, kpad, k0, st, tx, ty);
       } else if (a.act == 2) {
-        stage_pass<2>(acc, as, kpad, k0, row0, plane, st, tx, ty);
+        stage_pass<2>(acc, as, kpad, k0, st, tx, ty);
       } else {
-        stage_pass<0>(acc, as, kpad, k0, row0, plane, st, tx, ty);
+        stage_pass<0>(acc, as, kpad, k0, st, tx, ty);
       }
       __syncthreads();  // the pass staged
-      store_staged(st, static_cast<float*>(sa.y), a, n, k0, p0, q0, tid);
+      store_staged(st, static_cast<float*>(sa.y), a, k0, p0, q0,
+                   (int64_t(n) * a.k + k0) * plane + int64_t(p0) * a.q + q0, tid);
       __syncthreads();  // the staging rows read before the next pass writes them
       continue;
     }
@@ -257,10 +243,10 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
 // depth blocks do a third of the FMAs of the RGB ones with the same stores: the scheduler
 // balances them. 72 registers at most (7 blocks of 128 threads per SM): ptxas reports 0 spills
 // there, while the 64-register cap of 8 blocks spilled ~100 bytes (nvcc 13.0); uncapped it takes
-// 126 registers to hoist shared loads, which would halve the blocks in flight. The staged kernel's
-// 17 KB of staging leave room for 6 blocks per SM, so it may take 80 registers.
+// 126 registers to hoist shared loads, which would halve the blocks in flight. The staged kernel
+// (kShifted) fits the same 7 blocks: 32 KB of shared memory each with its staging rows.
 template <bool kShifted>
-__global__ void __launch_bounds__(kThreads, kShifted ? 6 : 7)
+__global__ void __launch_bounds__(kThreads, 7)
     dual_store_bound_kernel(DualArgs a, int kpad, bool vec) {
   extern __shared__ __align__(16) float smem[];
   const int n = blockIdx.z >> 1;
@@ -279,11 +265,9 @@ __global__ void __launch_bounds__(kThreads, kShifted ? 6 : 7)
   }
 }
 
-// The staged epilogue: fp32 output, Q % 4 != 0, and both outputs 16-byte aligned (its chunks are
-// aligned float4s of the output planes).
+// The staged epilogue: fp32 output with Q % 4 != 0 (bf16 output keeps the general epilogue).
 bool takes_staged_epilogue(const DualArgs& a) {
-  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return !a.bf16 && a.q % 4 != 0 && aligned(a.s[0].y) && aligned(a.s[1].y);
+  return !a.bf16 && a.q % 4 != 0;
 }
 
 size_t store_bound_smem(const DualArgs& a) {
