@@ -91,6 +91,8 @@ void gemm_v13_wgmma_cluster_bf16(GemmShape, float, const __nv_bfloat16*, const _
                                  float, float*, cudaStream_t);
 // v13's row note: how it ran a shape TMA cannot describe ("" for the others).
 std::string v13_row_note(GemmShape s);
+// v11's and v12's BF16 row note: such a shape runs v10 instead ("" for the others).
+std::string wgmma_v10_fallback_note(GemmShape s);
 // ---- cuBLAS, the library a user would pick instead ---------------------------------------------
 // One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it
 // never uses TF32.

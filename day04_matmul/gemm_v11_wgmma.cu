@@ -20,13 +20,14 @@
 // TMA needs 16-byte row strides and addresses: BF16 needs K % 8 == 0 and N % 8 == 0 (other
 // shapes go to v10); TF32 gets them for any K, B^T's rows being padded to a multiple of 4 floats
 // by the transpose and A copied into a padded buffer when K % 4 != 0.
-// (Layouts and descriptor fields: the PTX ISA, "Asynchronous warpgroup level matrix multiply";
+// (Layouts and descriptor fields: the PTX ISA, "Asynchronous warpgroup level matrix multiply".)
 #include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include "common/arch.cuh"
 #include "common/arch.hpp"
@@ -117,6 +118,12 @@ void launch_v11(GemmShape s, float alpha, const CUtensorMap& map_a, const CUtens
 }
 
 }  // namespace
+
+std::string wgmma_v10_fallback_note(GemmShape s) {
+  if (s.k % 8 == 0 && s.n % 8 == 0) return "";
+  return "K or N not a multiple of 8: TMA cannot describe the rows, so this shape ran v10_mma_bf16 "
+         "(v13 stages them instead)";
+}
 
 void gemm_v11_wgmma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
                          float beta, float* c, cudaStream_t stream) {

@@ -66,3 +66,19 @@ TEST_CASE("registry: unique names, each variant names a cuBLAS row of its precis
   CHECK(day04::sgemm_v8_configs().size() >= 3);
   CHECK(std::string(day04::transpose_variants().front().name) == "t1_row_per_block");
 }
+
+TEST_CASE("row notes: the TMA kernels say how they ran a shape TMA cannot describe", "[cpu]") {
+  const day04::GemmShape aligned{4096, 4096, 4096}, odd{4097, 4097, 4097}, odd_n{4096, 4100, 4096};
+  for (const char* name : {"v11_wgmma_bf16", "v12_wgmma_ws_bf16", "v13_wgmma_cluster_bf16"}) {
+    INFO(name);
+    const auto* v = day04::find_gemm_variant(name);
+    REQUIRE(v != nullptr);
+    REQUIRE(v->row_note != nullptr);
+    CHECK(v->row_note(aligned).empty());
+    CHECK_FALSE(v->row_note(odd).empty());
+    CHECK_FALSE(v->row_note(odd_n).empty());  // N % 8 == 4
+  }
+  CHECK(day04::find_gemm_variant("v11_wgmma_bf16")->row_note(odd).find("v10") != std::string::npos);
+  CHECK(day04::find_gemm_variant("v13_wgmma_cluster_bf16")->row_note(odd).find("staged") !=
+        std::string::npos);
+}
