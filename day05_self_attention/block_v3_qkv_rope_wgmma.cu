@@ -136,13 +136,20 @@ std::string qkv_rope_wgmma_refusal(const BlockShape& s) {
   return "";
 }
 
-void qkv_rope_wgmma(BlockTensors& t, cudaStream_t stream) {
-  const BlockShape& s = t.shape;
+namespace {
+// What both v13 rows check before a launch: the shape, v13's refusal, an sm_90a build.
+void check_v13_row(const BlockShape& s, const char* name) {
   check_block_shape(s);
   if (const std::string why = qkv_rope_wgmma_refusal(s); !why.empty()) {
     throw std::invalid_argument(why);
   }
-  gpu100::require_build(gpu100::ArchNeed::kSm90a, "qkv_rope_wgmma");
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, name);
+}
+}  // namespace
+
+void qkv_rope_wgmma(BlockTensors& t, cudaStream_t stream) {
+  const BlockShape& s = t.shape;
+  check_v13_row(s, "qkv_rope_wgmma");
   const bool interleaved = s.style == RopeStyle::kInterleaved;
   if (s.d == 64) {
     interleaved ? launch<64, RopeStyle::kInterleaved>(t, stream)
@@ -155,11 +162,7 @@ void qkv_rope_wgmma(BlockTensors& t, cudaStream_t stream) {
 
 void qkv_v13_gemm(BlockTensors& t, cudaStream_t stream) {
   const BlockShape& s = t.shape;
-  check_block_shape(s);
-  if (const std::string why = qkv_rope_wgmma_refusal(s); !why.empty()) {
-    throw std::invalid_argument(why);
-  }
-  gpu100::require_build(gpu100::ArchNeed::kSm90a, "qkv_v13_gemm");
+  check_v13_row(s, "qkv_v13_gemm");
   const int n = int(3 * s.hd());
   day04::wgmma_gemm::launch_v13(day04::GemmShape{int(s.tokens()), n, s.d_model}, t.x.data(),
                                 t.w_qkv.data(), StoreRowsBf16{t.scratch.data(), int(s.tokens()), n},
