@@ -93,6 +93,8 @@ struct QkvRopeEpilogue {
 // The plain epilogue of qkv_v13_gemm: each register pair to the projection's row-major [B S, 3 H D]
 // bf16 rows as one 4-byte store, the same store pattern as QkvRopeEpilogue without the rotation
 // and the scatter.
+// kTileN: the columns of v13's output tile (its accumulator holds kTileN / 8 register groups).
+template <int kTileN>
 struct StoreRowsBf16 {
   bf16* c;
   int m, n;
@@ -105,8 +107,9 @@ struct StoreRowsBf16 {
       const int row = row0 + wg * 64 + warp_in_wg * 16 + lane / 4 + 8 * hr;
       if (row >= m) continue;
       bf16* out = c + size_t(row) * n + col0 + 2 * t4;
+      // Register group j holds columns col0 + 8 j + 2 t4 + {0, 1}.
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {  // register group j: columns col0 + 8 j + 2 t4 + {0, 1}
+      for (int j = 0; j < kTileN / 8; ++j) {
         if (col0 + 8 * j + 2 * t4 < n) {
           *reinterpret_cast<uint32_t*>(out + 8 * j) =
               flash::pack_bf16(d[4 * j + 2 * hr], d[4 * j + 2 * hr + 1]);
@@ -164,9 +167,9 @@ void qkv_v13_gemm(BlockTensors& t, cudaStream_t stream) {
   const BlockShape& s = t.shape;
   check_v13_row(s, "qkv_v13_gemm");
   const int n = int(3 * s.hd());
-  day04::wgmma_gemm::launch_v13(day04::GemmShape{int(s.tokens()), n, s.d_model}, t.x.data(),
-                                t.w_qkv.data(), StoreRowsBf16{t.scratch.data(), int(s.tokens()), n},
-                                stream);
+  day04::wgmma_gemm::launch_v13(
+      day04::GemmShape{int(s.tokens()), n, s.d_model}, t.x.data(), t.w_qkv.data(),
+      StoreRowsBf16<day04::wgmma_gemm::kBN>{t.scratch.data(), int(s.tokens()), n}, stream);
 }
 
 }  // namespace day05
