@@ -11,8 +11,11 @@
 // N = 8 on the H100; DRAM 60% -> 75% busy). Tile shape (16 x 8, 32 x 4, 8 x 16 threads), channels
 // per pass (4, 8, 16), blocks per SM (6, 7, 8) and stream-major block order all measured within 2%
 // of this or slower. The cost: only the 3 x 3 / stride 1 / pad 1 layer with C in {1, 3} runs here;
-// any other shape falls back to v3. (Thread coarsening and constant/shared broadcast weights: PMPP
-// chapters 7 and 16.)
+// any other shape falls back to v3. Widths Q % 4 != 0 (fp32 output), where the 16-byte store is
+// refused, run a second instantiation of the same kernel whose epilogue stages each pass through
+// shared memory and stores 128 contiguous bytes per warp instruction ("The epilogue for fp32
+// output with Q % 4 != 0" below); a separate instantiation, so the aligned kernel's registers stay
+// as they were. (Thread coarsening and constant/shared broadcast weights: PMPP chapters 7 and 16.)
 #include <cuda_bf16.h>
 
 #include <cstdint>
