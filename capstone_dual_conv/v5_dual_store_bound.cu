@@ -19,6 +19,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
@@ -30,19 +31,30 @@ namespace capstone::detail {
 
 namespace {
 
-constexpr int kTx = 16, kTy = 8, kThreads = kTx * kTy;  // 128 threads, 4 warps
-constexpr int kPx = 4;                                  // output pixels per thread, along q
-constexpr int kKg = 8;                                  // output channels per pass
-constexpr int kTileQ = kTx * kPx, kTileP = kTy;         // 64 x 8 output pixels per block
-constexpr int kRows = kTileP + 2;                       // the window with its 1-pixel halo
-// A row of the window: smem column j holds input column q0 - 1 + j. Thread tx reads columns
-// 4 tx .. 4 tx + 5 as a float4 and a float2 (up to column 65 of the 66 loaded): a pitch that is
-// a multiple of 4 keeps them aligned; a quarter-warp's 8 float4 are 128 contiguous bytes (no
-// bank conflict), the float2 are 2-way conflicted (tx and tx + 8), a minor cost next to the FMAs.
-constexpr int kPitch = 68, kCols = kTileQ + 2;
+// The tile of a block, a template on the epilogue (kShifted, below): the aligned kernel's 16 x 8
+// threads (64 x 8 output pixels), the odd-width kernel's 32 x 4 (128 x 4: a warp is one output
+// row, so the row's alignment in memory is the same for all its lanes), whose last 4 columns are
+// also the next tile's first 4 (tiles start every 124 columns: see its epilogue).
+template <bool kShifted>
+struct Tile {
+  static constexpr int kTx = kShifted ? 32 : 16, kTy = kShifted ? 4 : 8;
+  static constexpr int kThreads = kTx * kTy;  // 128 threads, 4 warps
+  static constexpr int kPx = 4;               // output pixels per thread, along q
+  static constexpr int kTileQ = kTx * kPx;    // output columns computed
+  static constexpr int kStepQ = kShifted ? kTileQ - kPx : kTileQ;  // columns between tiles
+  static constexpr int kTileP = kTy;
+  static constexpr int kRows = kTileP + 2;  // the window with its 1-pixel halo
+  // A row of the window: smem column j holds input column q0 - 1 + j. Thread tx reads columns
+  // 4 tx .. 4 tx + 5 as a float4 and a float2: a pitch that is a multiple of 4 keeps them
+  // aligned; a quarter-warp's 8 float4 are 128 contiguous bytes (no bank conflict), the float2
+  // are 2-way conflicted (tx and tx + 8), a minor cost next to the FMAs.
+  static constexpr int kCols = kTileQ + 2, kPitch = (kCols + 3) / 4 * 4;  // 68 or 132
+  static constexpr int kWindowFloats = 3 * kRows * kPitch;  // 2040 or 2376, multiples of 4
+};
+constexpr int kPx = 4;  // output pixels per thread, along q
+constexpr int kKg = 8;  // output channels per pass
 constexpr int kMaxC = 3;
 constexpr int kSmemBytes = 48 * 1024;
-constexpr int kWindowFloats = kMaxC * kRows * kPitch;  // 2040 floats, a multiple of 4
 
 // One channel's 4 pixels: the scale and shift, then the activation (a template parameter).
 template <int ACT>
@@ -71,69 +83,125 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
   }
 }
 
-// The epilogue for fp32 output with Q % 4 != 0, where every channel's rows start anywhere inside
-// a float4 of memory, so a thread's 4 pixels straddle two float4s and its 16-byte store is
-// refused. Storing its 4 pixels as 4-byte stores (the general epilogue) is slow for a reason
-// beyond the instruction count: a warp's store instruction then writes 4 bytes of every 16 over
-// 512 bytes, four times the memory transactions of 128 contiguous bytes. So the pass's 8 channels
-// x 8 rows x 64 pixels go through shared memory: each thread writes its 4 values as one float4
-// (rows of 64 floats: a warp writes 512 contiguous bytes, no bank conflict), then the block stores
-// the rows with the lanes of a warp on consecutive pixels: each store instruction writes 128
-// contiguous bytes (wherever they start), from consecutive shared-memory words. The cost: 16 KB
-// more shared memory per block (still 7 blocks per SM) and two barriers per pass. (A first try
-// kept 16-byte global stores by shifting each row into place in shared memory: its 4-way
-// conflicted scalar shared-memory accesses left it at half the aligned kernel's speed. Staging an
-// output tile through shared memory for coalesced stores is what CUTLASS's epilogues do.)
-constexpr int kStageFloats = kKg * kTileP * kTileQ;  // 4096 floats, 16 KB
+// The epilogue for fp32 output with Q % 4 != 0. Every channel's rows then start anywhere inside a
+// float4 of memory, so a thread's 4 pixels straddle two float4s and its 16-byte store is refused.
+// Four 4-byte stores per channel instead would be four times the store instructions, and a staged
+// copy through shared memory (a first version of this kernel) doubled the kernel's instructions
+// with its per-element index arithmetic. Instead each lane stores the aligned float4 that starts
+// inside its own 4 pixels: its last 4 - c values and the next lane's first c (one shuffle each),
+// where c = (4 - s) % 4 and s is how far the row's first pixel of the tile lies past a 16-byte
+// boundary. A warp is one output row, so s is the same for all its lanes and the choice below is
+// a uniform branch, not a select per value. The last lane's float4 starts inside the next tile,
+// which stores it: the tiles overlap by 4 columns (1/32 more FMAs), so no float4 is shared by two
+// blocks and none is written element by element, except at the ends of the image's rows.
+// One channel's aligned float4: the lane's pixels from column c = (4 - s) % 4 on, then the next
+// lane's first c, for a row kS floats past a 16-byte boundary: c shuffles, no branch.
+template <int kS>
+__device__ __forceinline__ float4 realign_next(const float (&v)[kPx]) {
+  if constexpr (kS == 0) {
+    return make_float4(v[0], v[1], v[2], v[3]);
+  } else if constexpr (kS == 1) {
+    return make_float4(v[3], __shfl_down_sync(0xffffffffu, v[0], 1),
+                       __shfl_down_sync(0xffffffffu, v[1], 1),
+                       __shfl_down_sync(0xffffffffu, v[2], 1));
+  } else if constexpr (kS == 2) {
+    return make_float4(v[2], v[3], __shfl_down_sync(0xffffffffu, v[0], 1),
+                       __shfl_down_sync(0xffffffffu, v[1], 1));
+  } else {
+    return make_float4(v[1], v[2], v[3], __shfl_down_sync(0xffffffffu, v[0], 1));
+  }
+}
 
-// Thread (tx, ty) writes its channel-group values into the staging rows (channel k0 + i, row
-// p0 + ty): row i kTileP + ty, columns 4 tx .. 4 tx + 3.
+// One channel's float4 for a row kS floats past a 16-byte boundary, stored at column q + kC.
+// An inner tile (neither the first nor the last of its row) needs no column checks: the float4
+// of every lane but 31 is inside the row. In an edge tile (`edge`, the same for the whole block)
+// the float4 that crosses the row's end goes out element by element, and lane 0 of the row's
+// first tile stores the row's first kC pixels (`head`), whose float4 starts in the row above.
+// `inside`: bit b set when column q + b is inside the row (b < 7); lane 31's is 0.
+template <int kS>
+__device__ __forceinline__ void store_realigned(const float (&v)[kPx], float* row, bool edge,
+                                                unsigned inside, bool head, bool store) {
+  constexpr int kC = (4 - kS) & 3;
+  const float4 o = realign_next<kS>(v);
+  float* dst = row + kC;  // 16-byte aligned
+  if (!edge) {
+    if (store) __stcs(reinterpret_cast<float4*>(dst), o);
+    return;
+  }
+  if (((inside >> kC) & 15u) == 15u) {
+    __stcs(reinterpret_cast<float4*>(dst), o);
+  } else {
+    const float os[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if ((inside >> (kC + j)) & 1u) __stcs(dst + j, os[j]);
+  }
+  if (head) {
+#pragma unroll
+    for (int j = 0; j < kC; ++j)
+      if ((inside >> j) & 1u) __stcs(row + j, v[j]);
+  }
+}
+
+// The shifted epilogue of one pass: channel i's rows lie (s0 + i ds) % 4 floats past a 16-byte
+// boundary, the same for the whole warp (one row), so each channel is a branch the warp takes
+// together into one of four fixed sequences of shuffles and a store. (Branching once per pass on
+// s0 instead, with the whole pass's sequence fixed, made 4 x 2 copies of the epilogue per stream;
+// with every warp of a block on a different one, the SM's instruction cache could not hold them:
+// 65% of the stalls were instruction fetches, in Nsight Compute on the H100.)
 template <int ACT>
-__device__ __forceinline__ void stage_pass(const float (&acc)[kKg][kPx], const float* as, int kpad,
-                                           int k0, float* st, int tx, int ty) {
+__device__ __forceinline__ void shifted_epilogue(const float (&acc)[kKg][kPx], const float* as,
+                                                 int kpad, int k0, int kn, unsigned s0, unsigned ds,
+                                                 float* row, int64_t plane, bool edge,
+                                                 unsigned inside, bool head, bool store) {
+  // Opaque copies (an empty volatile asm in the pass loop): without them the compiler hoists
+  // every channel's alignment and its branches out of the pass loop as invariants, duplicating
+  // the loop (and its FMAs) per case.
+  unsigned e = edge, h = head, st = store;
+  asm volatile("" : "+r"(s0), "+r"(ds), "+r"(e), "+r"(inside), "+r"(h), "+r"(st));
 #pragma unroll
   for (int i = 0; i < kKg; ++i) {
+    if (i >= kn) break;  // past K (the same for the whole block)
     float v[kPx];
     scale_activate<ACT>(acc[i], as[k0 + i], as[kpad + k0 + i], v);
-    *reinterpret_cast<float4*>(st + (i * kTileP + ty) * kTileQ + kPx * tx) =
-        make_float4(v[0], v[1], v[2], v[3]);
-  }
-}
-
-// The block stores the 64 staged rows, two at a time: thread t takes pixel t % 64 of row
-// 2 it + t / 64. g0: the global element of channel k0's pixel (p0, q0).
-__device__ __forceinline__ void store_staged(const float* st, float* y, const DualArgs& a, int k0,
-                                             int p0, int q0, int64_t g0, int tid) {
-  const int64_t plane = int64_t(a.p) * a.q;
-  const int col = tid % kTileQ, half = tid / kTileQ;
-  if (q0 + col >= a.q) return;  // past the image's last column: nothing to store
-#pragma unroll 4  // fully unrolled, the 32 addresses took registers the kernel has not got
-  for (int it = 0; it < kKg * kTileP / 2; ++it) {
-    const int row = 2 * it + half, i = row / kTileP, r = row % kTileP;
-    if (k0 + i < a.k && p0 + r < a.p) {
-      __stcs(y + g0 + i * plane + int64_t(r) * a.q + col, st[row * kTileQ + col]);
+    switch ((s0 + unsigned(i) * ds) & 3u) {
+      case 0:
+        store_realigned<0>(v, row, e != 0, inside, h != 0, st != 0);
+        break;
+      case 1:
+        store_realigned<1>(v, row, e != 0, inside, h != 0, st != 0);
+        break;
+      case 2:
+        store_realigned<2>(v, row, e != 0, inside, h != 0, st != 0);
+        break;
+      default:
+        store_realigned<3>(v, row, e != 0, inside, h != 0, st != 0);
+        break;
     }
+    row += plane;
   }
 }
 
-// kShifted: the kernel for fp32 output with Q % 4 != 0, through the staged epilogue. A template
-// parameter, so that each kernel gets its own registers: compiled into one kernel, the aligned
-// case's registers grew past 72 and ptxas spilled in it too.
+// kShifted: the kernel for fp32 output with Q % 4 != 0, with its own tile (Tile above) and the
+// shifted epilogue. A template parameter, so that each kernel gets its own registers: compiled
+// into one kernel, the aligned case's registers grew past 72 and ptxas spilled in it too.
 template <int C, int ST, bool kShifted>
 __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int kpad, bool vec,
                                                   float* xs, float* ws) {
+  using T = Tile<kShifted>;
+  constexpr int kTx = T::kTx, kThreads = T::kThreads, kRows = T::kRows, kPitch = T::kPitch;
   // A compile-time stream index: its pointers stay kernel-parameter operands (no registers, no
   // local copy of a dynamically indexed parameter).
   const StreamArgs& sa = a.s[ST];
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kTx + tx;
-  const int p0 = blockIdx.y * kTileP, q0 = blockIdx.x * kTileQ;
+  const int p0 = blockIdx.y * T::kTileP, q0 = blockIdx.x * T::kStepQ;
   const int p = p0 + ty, q = q0 + tx * kPx;
 
   // The window of all C channels (zeros in the padding and past the image), read once.
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     day08::load_halo_tile(xs + c * kRows * kPitch, kPitch, sa.x + (int64_t(n) * C + c) * a.h * a.w,
-                          a.h, a.w, p0 - 1, q0 - 1, kRows, kCols, tid, kThreads);
+                          a.h, a.w, p0 - 1, q0 - 1, kRows, T::kCols, tid, kThreads);
   }
   // All K weights, transposed to [c][tap][kpad] (zeros past K): one channel group of one tap
   // is two consecutive float4, read at the same address by every thread (a broadcast).
@@ -149,14 +217,26 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
     as[kpad + k] = k < a.k ? __ldg(sa.beta + k) : 0.f;
   }
   __syncthreads();  // window and weights complete
-  // The tail's threads leave here, after the only barrier; with the staged epilogue, which has
-  // barriers of its own, they stay (computing on the zero-filled window) and store nothing.
-  if (!kShifted && (p >= a.p || q >= a.q)) return;
+  // The tail's threads leave here, after the only barrier; in the shifted kernel a warp (one row)
+  // stays whole, for its shuffles, unless its row is past the image.
+  if (p >= a.p || (!kShifted && q >= a.q)) return;
 
   const float* win = xs + ty * kPitch + tx * kPx;
   const int64_t plane = int64_t(a.p) * a.q;
   const int64_t o0 = int64_t(n) * a.k * plane + int64_t(p) * a.q + q;
   const int valid = min(kPx, a.q - q);
+  // The shifted epilogue: element (n, k0, p, q0) of y lies s0 floats past a 16-byte boundary (y
+  // itself is 16-byte aligned), the same at every pass (k0 steps by 8 planes); each further
+  // channel ds = P Q % 4 floats further.
+  const unsigned s0 =
+      (unsigned(n) * unsigned(a.k) * unsigned(plane) + unsigned(p) * unsigned(a.q) + unsigned(q0)) &
+      3u;
+  const unsigned ds = unsigned(plane) & 3u;
+  // Lane 31's float4 starts in the next tile (the overlap), so it stores none. Inner tiles: lane
+  // 30's float4 ends by column q0 + 126.
+  const bool store = tx < kTx - 1, edge = !(q0 > 0 && q0 + T::kTileQ + 2 < a.q);
+  const unsigned inside = store ? (1u << min(max(a.q - q, 0), 7)) - 1u : 0u;
+  const bool head = q0 == 0 && tx == 0;
 #pragma unroll 1
   for (int k0 = 0; k0 < kpad; k0 += kKg) {
     float acc[kKg][kPx];
@@ -191,19 +271,15 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
       }
     }
     if constexpr (kShifted) {
-      // Every channel group, a last partial one too (its staged values past K are not stored).
-      float* st = ws + kMaxC * 9 * kpad + 2 * kpad;
+      const int kn = min(kKg, a.k - k0);
+      float* row = static_cast<float*>(sa.y) + o0 + int64_t(k0) * plane;
       if (a.act == 1) {
-        stage_pass<1>(acc, as, kpad, k0, st, tx, ty);
+        shifted_epilogue<1>(acc, as, kpad, k0, kn, s0, ds, row, plane, edge, inside, head, store);
       } else if (a.act == 2) {
-        stage_pass<2>(acc, as, kpad, k0, st, tx, ty);
+        shifted_epilogue<2>(acc, as, kpad, k0, kn, s0, ds, row, plane, edge, inside, head, store);
       } else {
-        stage_pass<0>(acc, as, kpad, k0, st, tx, ty);
+        shifted_epilogue<0>(acc, as, kpad, k0, kn, s0, ds, row, plane, edge, inside, head, store);
       }
-      __syncthreads();  // the pass staged
-      store_staged(st, static_cast<float*>(sa.y), a, k0, p0, q0,
-                   (int64_t(n) * a.k + k0) * plane + int64_t(p0) * a.q + q0, tid);
-      __syncthreads();  // the staging rows read before the next pass writes them
       continue;
     }
     // The common case (8 whole channels, fp32, Q % 4 == 0) in its own straight-line epilogue;
@@ -249,12 +325,12 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
 // 126 registers to hoist shared loads, which would halve the blocks in flight. The staged kernel
 // (kShifted) fits the same 7 blocks: 32 KB of shared memory each with its staging rows.
 template <bool kShifted>
-__global__ void __launch_bounds__(kThreads, 7)
+__global__ void __launch_bounds__(Tile<kShifted>::kThreads, 7)
     dual_store_bound_kernel(DualArgs a, int kpad, bool vec) {
   extern __shared__ __align__(16) float smem[];
   const int n = blockIdx.z >> 1;
   float* xs = smem;
-  float* ws = smem + kWindowFloats;
+  float* ws = smem + Tile<kShifted>::kWindowFloats;
   if ((blockIdx.z & 1) == 0) {
     if (a.s[0].c == 3) {
       store_bound_block<3, 0, kShifted>(a, n, kpad, vec, xs, ws);
@@ -268,15 +344,25 @@ __global__ void __launch_bounds__(kThreads, 7)
   }
 }
 
-// The staged epilogue: fp32 output with Q % 4 != 0 (bf16 output keeps the general epilogue).
-bool takes_staged_epilogue(const DualArgs& a) {
-  return !a.bf16 && a.q % 4 != 0;
+// The shifted kernel: fp32 output with Q % 4 != 0 into 16-byte aligned outputs (bf16 output, and
+// outputs that are not, keep the general epilogue of the aligned kernel).
+int stem_x() {
+  static const int x = [] {
+    const char* e = std::getenv("GPU100_STEMX");
+    return e ? std::atoi(e) : 0;
+  }();
+  return x;
+}
+bool takes_shifted_epilogue(const DualArgs& a) {
+  auto aligned = [](const void* y) { return reinterpret_cast<uintptr_t>(y) % 16 == 0; };
+  return !a.bf16 && (a.q % 4 != 0 || (stem_x() & 1)) && aligned(a.s[0].y) && aligned(a.s[1].y);
 }
 
 size_t store_bound_smem(const DualArgs& a) {
   const int kpad = gpu100::round_up(a.k, kKg);
-  const size_t floats = size_t(kWindowFloats) + size_t(kMaxC) * 9 * kpad + 2 * size_t(kpad) +
-                        (takes_staged_epilogue(a) ? size_t(kStageFloats) : 0);
+  const size_t window =
+      takes_shifted_epilogue(a) ? Tile<true>::kWindowFloats : Tile<false>::kWindowFloats;
+  const size_t floats = window + size_t(kMaxC) * 9 * kpad + 2 * size_t(kpad);
   return floats * sizeof(float);
 }
 
@@ -286,7 +372,7 @@ bool dual_store_bound_supports(const DualArgs& a) {
   auto c_ok = [](int c) { return c == 1 || c == 3; };
   return a.r == 3 && a.sw == 3 && a.stride == 1 && a.pad == 1 && c_ok(a.s[0].c) && c_ok(a.s[1].c) &&
          store_bound_smem(a) <= size_t(kSmemBytes) && 2 * int64_t(a.n) <= 65535 &&
-         gpu100::ceil_div(a.p, kTileP) <= 65535;
+         gpu100::ceil_div(a.p, Tile<true>::kTileP) <= 65535;
 }
 
 void launch_dual_store_bound(const DualArgs& a, cudaStream_t stream) {
@@ -298,12 +384,18 @@ void launch_dual_store_bound(const DualArgs& a, cudaStream_t stream) {
   const int kpad = gpu100::round_up(a.k, kKg);
   const size_t smem = store_bound_smem(a);
   const bool vec = a.q % 4 == 0;
-  const dim3 grid(gpu100::ceil_div(a.q, kTileQ), gpu100::ceil_div(a.p, kTileP), 2 * a.n);
-  const dim3 block(kTx, kTy);
-  if (takes_staged_epilogue(a)) {
-    dual_store_bound_kernel<true><<<grid, block, smem, stream>>>(a, kpad, vec);
+  auto grid = [&](auto tile) {
+    using T = decltype(tile);
+    return dim3(gpu100::ceil_div(a.q, T::kStepQ), gpu100::ceil_div(a.p, T::kTileP), 2 * a.n);
+  };
+  if (takes_shifted_epilogue(a)) {
+    dual_store_bound_kernel<true>
+        <<<grid(Tile<true>{}), dim3(Tile<true>::kTx, Tile<true>::kTy), smem, stream>>>(a, kpad,
+                                                                                       vec);
   } else {
-    dual_store_bound_kernel<false><<<grid, block, smem, stream>>>(a, kpad, vec);
+    dual_store_bound_kernel<false>
+        <<<grid(Tile<false>{}), dim3(Tile<false>::kTx, Tile<false>::kTy), smem, stream>>>(a, kpad,
+                                                                                          vec);
   }
   CUDA_CHECK_LAST();
 }

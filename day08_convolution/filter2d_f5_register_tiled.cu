@@ -39,23 +39,22 @@ __device__ __forceinline__ void load4_clipped(const float* __restrict__ in, int6
 // kPath (filter2d_register_tile.cuh): kVec4, every aligned float4 of a row is wholly inside or
 // wholly outside the image; kShifted, a row starts anywhere inside a float4 (w % 4 != 0), so each
 // float4 of the tile is put together from the two aligned float4s of memory it straddles (below),
-// the elements outside the image (another row's, or columns < 0 or >= w) as zeros; kScalar,
-// 4-byte loads one element at a time. Why kShifted: the 4-byte path issues four times the load
-// and store instructions for the same bytes. (A first version of kShifted stored each aligned
-// float4 into shared memory as 4 floats at their shifted places: four 4-way conflicted stores
-// instead of one. Both versions ran at the same speed on the H100, some 15% below kVec4, so
-// shared memory is not what holds kShifted back; the README's "awkward sizes" section says what
-// is known.)
+// the elements outside the image (another row's, or columns < 0 or >= w) as zeros, and the tiles
+// overlap by 4 columns (compute_store_tile says why); kScalar, 4-byte loads one element at a time.
+// Why kShifted: the 4-byte path issues four times the load and store instructions for the same
+// bytes. Its kernel is compiled for 8 blocks per SM (32 registers, as kVec4 has): left to itself
+// ptxas took 36 (3x3) to 40 (5x5) registers, 6 blocks per SM, and at 8193 x 8191 that alone cost
+// 6 (3x3) to 9 (5x5) points of the copy ceiling on the H100 (the README's "awkward sizes").
 template <int R, RowPath kPath>
-__global__ void __launch_bounds__(kF5Tx* kF5Ty)
-    filter_register_tiled_kernel(const float* __restrict__ in, const float* __restrict__ mask,
-                                 int h, int w, float* __restrict__ out) {
+__device__ __forceinline__ void filter_tile(const float* __restrict__ in,
+                                            const float* __restrict__ mask, int h, int w,
+                                            float* __restrict__ out) {
   constexpr int r = R / 2, kRows = kF5TileH + 2 * r;
   float m[R * R];
   load_mask_regs<R>(mask, m);
   __shared__ __align__(16) float tile[kRows][kF5Pitch];
   const int tid = threadIdx.y * kF5Tx + threadIdx.x;
-  const int y0 = blockIdx.y * kF5TileH, x0 = blockIdx.x * kF5TileW;
+  const int y0 = blockIdx.y * kF5TileH, x0 = blockIdx.x * tile_step_x(kPath);
 
   if constexpr (kPath == RowPath::kShifted) {
     // Tile float4 k of a row holds global elements e0 + 4k .. e0 + 4k + 3, which straddle two
@@ -115,6 +114,21 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
   compute_store_tile<R, kF5Rows, kPath>(&tile[0][0], m, h, w, y0, x0, out);
 }
 
+template <int R, RowPath kPath>
+__global__ void __launch_bounds__(kF5Tx* kF5Ty)
+    filter_register_tiled_kernel(const float* __restrict__ in, const float* __restrict__ mask,
+                                 int h, int w, float* __restrict__ out) {
+  filter_tile<R, kPath>(in, mask, h, w, out);
+}
+
+// The kShifted kernel, held to 32 registers (8 blocks of 256 threads per SM).
+template <int R>
+__global__ void __launch_bounds__(kF5Tx* kF5Ty, 8)
+    filter_shifted_kernel(const float* __restrict__ in, const float* __restrict__ mask, int h,
+                          int w, float* __restrict__ out) {
+  filter_tile<R, RowPath::kShifted>(in, mask, h, w, out);
+}
+
 }  // namespace
 
 void filter2d_f5_register_tiled(const float* x, const float* mask, int h, int w, int mask_width,
@@ -122,15 +136,17 @@ void filter2d_f5_register_tiled(const float* x, const float* mask, int h, int w,
   check_filter2d_args(h, w, mask_width);
   const bool aligned =
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const RowPath path = !aligned     ? RowPath::kScalar
+                       : w % 4 == 0 ? RowPath::kVec4
+                                    : RowPath::kShifted;
   const dim3 block(kF5Tx, kF5Ty),
-      grid(gpu100::ceil_div(w, kF5TileW), gpu100::ceil_div(h, kF5TileH));
+      grid(gpu100::ceil_div(w, tile_step_x(path)), gpu100::ceil_div(h, kF5TileH));
   dispatch_width(mask_width, [&](auto rc) {
     constexpr int R = decltype(rc)::value;
-    if (aligned && w % 4 == 0) {
+    if (path == RowPath::kVec4) {
       filter_register_tiled_kernel<R, RowPath::kVec4><<<grid, block, 0, stream>>>(x, mask, h, w, y);
-    } else if (aligned) {
-      filter_register_tiled_kernel<R, RowPath::kShifted>
-          <<<grid, block, 0, stream>>>(x, mask, h, w, y);
+    } else if (path == RowPath::kShifted) {
+      filter_shifted_kernel<R><<<grid, block, 0, stream>>>(x, mask, h, w, y);
     } else {
       filter_register_tiled_kernel<R, RowPath::kScalar>
           <<<grid, block, 0, stream>>>(x, mask, h, w, y);

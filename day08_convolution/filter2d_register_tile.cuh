@@ -5,8 +5,6 @@
 
 #include <cstdint>
 
-#include "shifted_store.cuh"
-
 namespace day08::filter2d_detail {
 
 // f5 / f6 tiling: 32 x 8 threads, each 4 columns x RPT rows: a 128 x (8 RPT) output tile per
@@ -39,13 +37,28 @@ __device__ __forceinline__ void load_mask_regs(const float* __restrict__ mask, f
 //   kScalar: a pointer that is not 16-byte aligned: 4-byte accesses, one element at a time.
 enum class RowPath { kVec4, kShifted, kScalar };
 
+// The columns from one f5 tile to the next: kShifted's tiles overlap by 4 columns (below).
+__host__ __device__ constexpr int tile_step_x(RowPath path) {
+  return path == RowPath::kShifted ? kF5TileW - kF5Cols : kF5TileW;
+}
+
 // The compute + store phase shared by f5 and f6, for the output tile at (y0, x0) whose input
 // window (rows [y0 - r, y0 + 8 RPT + r), columns [x0 - 4, x0 + 132), zero outside the image) is in
 // shared memory at `tile` (row pitch kF5Pitch). Thread (tx, ty) owns columns x0 + 4tx .. +3 and
 // rows y0 + RPT ty .. + RPT - 1. It walks the RPT + 2r input rows it needs once; each row is 3
 // float4 reads of shared memory (a warp reads 512 contiguous bytes: no bank conflicts) and feeds
-// every output row it touches. kPath: how the rows are stored (RowPath above); kShifted: a warp
-// holds 128 consecutive columns of a row and writes them with store4_shifted.
+// every output row it touches. kPath: how the rows are stored (RowPath above).
+//
+// kShifted: the warp's 128 columns of a row start s = (gy w + x0) % 4 floats past a 16-byte
+// boundary (the same for the whole warp). Lane L stores the aligned float4 that starts inside its
+// own 4 columns, at column x0 + 4L + c with c = (4 - s) % 4: its own last 4 - c values and the
+// next lane's first c (shuffles). Lane 31's float4 would reach past the tile, so it stores none:
+// tiles start every 124 columns (tile_step_x), and lane 31's 4 columns are the next tile's first 4,
+// which that tile stores. So every aligned float4 belongs to exactly one tile and goes out as one
+// 16-byte store; only the float4s that cross a row's end (the image's, not a tile's) go out element
+// by element, from the last tile of the row and lane 0 of the first. The cost: 4 of every 128
+// columns computed twice (3%). (A first version stored whole tiles of 128 columns, with each tile's
+// two ragged ends element by element: lanes 0 and 31 of every warp took that path, every row.)
 template <int R, int RPT, RowPath kPath>
 __device__ __forceinline__ void compute_store_tile(const float* tile, const float (&m)[R * R],
                                                    int h, int w, int y0, int x0,
@@ -84,10 +97,42 @@ __device__ __forceinline__ void compute_store_tile(const float* tile, const floa
     if (gy >= h) break;  // the same for the whole warp (one ty)
     float* dst = out + size_t(gy) * w + gx;
     if constexpr (kPath == RowPath::kShifted) {
-      // The warp's 128 columns start (gy w + x0) % 4 floats into a float4 (shifted_store.cuh).
       const float own[4] = {acc[o][0], acc[o][1], acc[o][2], acc[o][3]};
       const int s = int((int64_t(gy) * w + x0) & 3);
-      store4_shifted<32, false>(dst, tx, gx, w, s, own);
+      float nx[3];  // the next lane's first 3 values
+#pragma unroll
+      for (int j = 0; j < 3; ++j) nx[j] = __shfl_down_sync(0xffffffffu, own[j], 1);
+      float4 v;
+      int c;
+      switch (s) {  // the same for the whole warp: a branch, not a select per value
+        case 0:
+          v = make_float4(own[0], own[1], own[2], own[3]), c = 0;
+          break;
+        case 1:
+          v = make_float4(own[3], nx[0], nx[1], nx[2]), c = 3;
+          break;
+        case 2:
+          v = make_float4(own[2], own[3], nx[0], nx[1]), c = 2;
+          break;
+        default:
+          v = make_float4(own[1], own[2], own[3], nx[0]), c = 1;
+          break;
+      }
+      const int col = gx + c;  // the float4's first column, 16-byte aligned in memory
+      float* row = out + size_t(gy) * w;
+      if (tx < kF5Tx - 1 && col + 3 < w) {
+        *reinterpret_cast<float4*>(row + col) = v;
+      } else if (tx < kF5Tx - 1 && col < w) {  // the float4 crosses the row's end
+        const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (col + j < w) row[col + j] = vs[j];
+      }
+      if (x0 == 0 && tx == 0) {  // the row's first c columns: their float4 starts in the row above
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+          if (j < c && j < w) row[j] = own[j];
+      }
     } else if (kPath == RowPath::kVec4 && gx < w) {
       *reinterpret_cast<float4*>(dst) = make_float4(acc[o][0], acc[o][1], acc[o][2], acc[o][3]);
     } else {

@@ -167,14 +167,16 @@ TEST_CASE("the 2D filters' three row paths: aligned, shifted and unaligned point
   // 16-byte aligned images (float4 rows), any other w with aligned images (rows shifted into place
   // around aligned float4s: every shift 0-3 occurs, as each row starts (row * w) % 4 elements into
   // a float4), or images that are not 16-byte aligned (4-byte accesses). The same image through
-  // the shifted and the unaligned path gives the same bits; both against the CPU. 37 x 1027 and
-  // 5 x 4097: several 128-column tiles per row, a partial last one; 3 x 130: one column past a
-  // tile.
+  // the shifted and the unaligned path gives the same bits; both against the CPU. The shifted
+  // path's tiles start every 124 columns (they overlap by 4): 37 x 1027 and 5 x 4097, several
+  // tiles per row and a partial last one; 3 x 130, 2 x 125 and 4 x 249: a second or third tile of
+  // 6, 1 and 1 columns; 9 x 258: w % 4 == 2.
   struct Img {
     int h, w;
   };
   uint64_t seed = 640;
-  for (const Img im : {Img{37, 1027}, Img{5, 4097}, Img{3, 130}, Img{9, 258}}) {
+  for (const Img im :
+       {Img{37, 1027}, Img{5, 4097}, Img{3, 130}, Img{2, 125}, Img{4, 249}, Img{9, 258}}) {
     const size_t n = size_t(im.h) * im.w;
     const auto x = gpu100::random_vector<float>(n, ++seed);
     gpu100::DeviceBuffer<float> d_x(n + 4), d_y(n + 4), d_m(49);
