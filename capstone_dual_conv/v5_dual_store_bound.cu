@@ -12,14 +12,14 @@
 // per pass (4, 8, 16), blocks per SM (6, 7, 8) and stream-major block order all measured within 2%
 // of this or slower. The cost: only the 3 x 3 / stride 1 / pad 1 layer with C in {1, 3} runs here;
 // any other shape falls back to v3. Widths Q % 4 != 0 (fp32 output), where the 16-byte store is
-// refused, run a second instantiation of the same kernel whose epilogue stages each pass through
-// shared memory and stores 128 contiguous bytes per warp instruction ("The epilogue for fp32
-// output with Q % 4 != 0" below); a separate instantiation, so the aligned kernel's registers stay
-// as they were. (Thread coarsening and constant/shared broadcast weights: PMPP chapters 7 and 16.)
+// refused, run a second instantiation of the same kernel with its own tile (32 x 4 threads, one
+// warp per output row) and an epilogue that shifts each channel's pixels onto 16-byte boundaries
+// with lane shuffles ("The epilogue for fp32 output with Q % 4 != 0" below); a separate
+// instantiation, so the aligned kernel's registers stay as they were. (Thread coarsening and
+// constant/shared broadcast weights: PMPP chapters 7 and 16.)
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
@@ -85,15 +85,18 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
 
 // The epilogue for fp32 output with Q % 4 != 0. Every channel's rows then start anywhere inside a
 // float4 of memory, so a thread's 4 pixels straddle two float4s and its 16-byte store is refused.
-// Four 4-byte stores per channel instead would be four times the store instructions, and a staged
-// copy through shared memory (a first version of this kernel) doubled the kernel's instructions
-// with its per-element index arithmetic. Instead each lane stores the aligned float4 that starts
-// inside its own 4 pixels: its last 4 - c values and the next lane's first c (one shuffle each),
-// where c = (4 - s) % 4 and s is how far the row's first pixel of the tile lies past a 16-byte
-// boundary. A warp is one output row, so s is the same for all its lanes and the choice below is
-// a uniform branch, not a select per value. The last lane's float4 starts inside the next tile,
-// which stores it: the tiles overlap by 4 columns (1/32 more FMAs), so no float4 is shared by two
-// blocks and none is written element by element, except at the ends of the image's rows.
+// Four 4-byte stores per channel would be four times the store instructions, and staging each
+// pass through shared memory for coalesced 4-byte stores (an earlier version of this kernel)
+// doubled the kernel's instructions with its per-element index arithmetic. Instead each lane
+// stores the aligned float4 that starts inside its own 4 pixels: its last 4 - c values and the
+// next lane's first c (one shuffle each), where c = (4 - s) % 4 and s is how far the tile's first
+// pixel of the row lies past a 16-byte boundary. A warp is one output row, so s is the same for
+// all its lanes and picking the values is a branch the warp takes together, not a select per
+// value. The last lane's float4 starts inside the next tile, which stores it: the tiles overlap
+// by 4 columns (1/32 more FMAs), so no float4 is shared by two blocks and none is written element
+// by element except at the ends of the image's rows. (CUTLASS's epilogues also rearrange a tile's
+// values across threads before storing it, through shared memory rather than shuffles.)
+
 // One channel's aligned float4: the lane's pixels from column c = (4 - s) % 4 on, then the next
 // lane's first c, for a row kS floats past a 16-byte boundary: c shuffles, no branch.
 template <int kS>
@@ -322,8 +325,8 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
 // depth blocks do a third of the FMAs of the RGB ones with the same stores: the scheduler
 // balances them. 72 registers at most (7 blocks of 128 threads per SM): ptxas reports 0 spills
 // there, while the 64-register cap of 8 blocks spilled ~100 bytes (nvcc 13.0); uncapped it takes
-// 126 registers to hoist shared loads, which would halve the blocks in flight. The staged kernel
-// (kShifted) fits the same 7 blocks: 32 KB of shared memory each with its staging rows.
+// 126 registers to hoist shared loads, which would halve the blocks in flight. The shifted kernel
+// fits the same 72 registers with 0 spills.
 template <bool kShifted>
 __global__ void __launch_bounds__(Tile<kShifted>::kThreads, 7)
     dual_store_bound_kernel(DualArgs a, int kpad, bool vec) {
@@ -346,16 +349,9 @@ __global__ void __launch_bounds__(Tile<kShifted>::kThreads, 7)
 
 // The shifted kernel: fp32 output with Q % 4 != 0 into 16-byte aligned outputs (bf16 output, and
 // outputs that are not, keep the general epilogue of the aligned kernel).
-int stem_x() {
-  static const int x = [] {
-    const char* e = std::getenv("GPU100_STEMX");
-    return e ? std::atoi(e) : 0;
-  }();
-  return x;
-}
 bool takes_shifted_epilogue(const DualArgs& a) {
   auto aligned = [](const void* y) { return reinterpret_cast<uintptr_t>(y) % 16 == 0; };
-  return !a.bf16 && (a.q % 4 != 0 || (stem_x() & 1)) && aligned(a.s[0].y) && aligned(a.s[1].y);
+  return !a.bf16 && a.q % 4 != 0 && aligned(a.s[0].y) && aligned(a.s[1].y);
 }
 
 size_t store_bound_smem(const DualArgs& a) {

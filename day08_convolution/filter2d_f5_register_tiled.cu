@@ -121,9 +121,18 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
   filter_tile<R, kPath>(in, mask, h, w, out);
 }
 
-// The kShifted kernel, held to 32 registers (8 blocks of 256 threads per SM).
+// The kShifted kernel, held to the registers of 8 blocks of 256 threads per SM (32) where an SM
+// holds 2048 threads; 6 blocks where it holds 1536 (sm_86, sm_87, sm_89), 4 on sm_75 (1024): a
+// larger count is refused by ptxas there.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 900 || __CUDA_ARCH__ == 1000
+constexpr int kShiftedBlocks = 8;
+#elif __CUDA_ARCH__ == 750
+constexpr int kShiftedBlocks = 4;
+#else
+constexpr int kShiftedBlocks = 6;
+#endif
 template <int R>
-__global__ void __launch_bounds__(kF5Tx* kF5Ty, 8)
+__global__ void __launch_bounds__(kF5Tx* kF5Ty, kShiftedBlocks)
     filter_shifted_kernel(const float* __restrict__ in, const float* __restrict__ mask, int h,
                           int w, float* __restrict__ out) {
   filter_tile<R, RowPath::kShifted>(in, mask, h, w, out);
