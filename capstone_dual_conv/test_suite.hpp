@@ -47,13 +47,16 @@ inline const std::vector<Case> kCases = {
     // stem kernel, Q % 4 != 0 (the shifted epilogue; its tiles start every 124 columns): two
     // edge tiles and rows past P; K = 20, whose last channel group is partial; and inner tiles
     // (neither first nor last in the row) at each P Q % 4 (the step in alignment between planes:
-    // 0 at 12 x 301, 1 at 5 x 377, 2 at 6 x 259, 3 at 9 x 255).
+    // 0 at 12 x 301, 1 at 5 x 377, 2 at 6 x 259, 3 at 9 x 255); Q = 61, one tile wider than the
+    // row, and Q = 125, a second tile for the row's last column.
     {make_shape(3, 1, 64, 3, 1, 1), {1, 10, 131}},
     {make_shape(3, 1, 20, 3, 1, 1), {1, 11, 69}},
     {make_shape(3, 1, 64, 3, 1, 1), {1, 12, 301}},
     {make_shape(1, 3, 64, 3, 1, 1), {1, 5, 377}},
     {make_shape(3, 1, 64, 3, 1, 1), {1, 6, 259}},
     {make_shape(3, 1, 20, 3, 1, 1), {2, 9, 255}},
+    {make_shape(3, 1, 64, 3, 1, 1), {2, 5, 61}},
+    {make_shape(3, 1, 64, 3, 1, 1), {1, 7, 125}},
     {make_shape(3, 5, 64, 1, 1, 0), {1, 9, 41}},     // 1 x 1 filters, Q % 4 != 0
     {make_shape(16, 8, 20, 5, 2, 2), {2, 21, 26}},   // 5 x 5, stride 2
     {make_shape(64, 64, 64, 3, 1, 1), {1, 13, 20}},  // the deep layer's channels (several chunks)
