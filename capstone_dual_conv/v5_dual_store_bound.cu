@@ -26,6 +26,7 @@
 #include "common/math.hpp"
 #include "halo_tile.cuh"
 #include "kernels.cuh"
+#include "realign.cuh"
 
 namespace capstone::detail {
 
@@ -89,31 +90,14 @@ __device__ __forceinline__ void fast_epilogue(const float (&acc)[kKg][kPx], cons
 // pass through shared memory for coalesced 4-byte stores (an earlier version of this kernel)
 // doubled the kernel's instructions with its per-element index arithmetic. Instead each lane
 // stores the aligned float4 that starts inside its own 4 pixels: its last 4 - c values and the
-// next lane's first c (one shuffle each), where c = (4 - s) % 4 and s is how far the tile's first
-// pixel of the row lies past a 16-byte boundary. A warp is one output row, so s is the same for
-// all its lanes and picking the values is a branch the warp takes together, not a select per
-// value. The last lane's float4 starts inside the next tile, which stores it: the tiles overlap
-// by 4 columns (1/32 more FMAs), so no float4 is shared by two blocks and none is written element
-// by element except at the ends of the image's rows. (CUTLASS's epilogues also rearrange a tile's
-// values across threads before storing it, through shared memory rather than shuffles.)
-
-// One channel's aligned float4: the lane's pixels from column c = (4 - s) % 4 on, then the next
-// lane's first c, for a row kS floats past a 16-byte boundary: c shuffles, no branch.
-template <int kS>
-__device__ __forceinline__ float4 realign_next(const float (&v)[kPx]) {
-  if constexpr (kS == 0) {
-    return make_float4(v[0], v[1], v[2], v[3]);
-  } else if constexpr (kS == 1) {
-    return make_float4(v[3], __shfl_down_sync(0xffffffffu, v[0], 1),
-                       __shfl_down_sync(0xffffffffu, v[1], 1),
-                       __shfl_down_sync(0xffffffffu, v[2], 1));
-  } else if constexpr (kS == 2) {
-    return make_float4(v[2], v[3], __shfl_down_sync(0xffffffffu, v[0], 1),
-                       __shfl_down_sync(0xffffffffu, v[1], 1));
-  } else {
-    return make_float4(v[1], v[2], v[3], __shfl_down_sync(0xffffffffu, v[0], 1));
-  }
-}
+// next lane's first c (one shuffle each, day08's realign.cuh), where c = (4 - s) % 4 and s is
+// how far the tile's first pixel of the row lies past a 16-byte boundary. A warp is one output
+// row, so s is the same for all its lanes and picking the values is a branch the warp takes
+// together, not a select per value. The last lane's float4 starts inside the next tile, which
+// stores it: the tiles overlap by 4 columns (1/32 more FMAs), so no float4 is shared by two blocks
+// and none is written element by element except at the ends of the image's rows. (CUTLASS's
+// epilogues also rearrange a tile's values across threads before storing it, through shared memory
+// rather than shuffles.)
 
 // One channel's float4 for a row kS floats past a 16-byte boundary, stored at column q + kC.
 // An inner tile (neither the first nor the last of its row) needs no column checks: the float4
@@ -125,8 +109,8 @@ template <int kS>
 __device__ __forceinline__ void store_realigned(const float (&v)[kPx], float* row, bool edge,
                                                 unsigned inside, bool head, bool store) {
   constexpr int kC = (4 - kS) & 3;
-  const float4 o = realign_next<kS>(v);
-  float* dst = row + kC;  // 16-byte aligned
+  const float4 o = day08::realign_next<kS>(v);  // day08's realign.cuh
+  float* dst = row + kC;                        // 16-byte aligned
   if (!edge) {
     if (store) __stcs(reinterpret_cast<float4*>(dst), o);
     return;

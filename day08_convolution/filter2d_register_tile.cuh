@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "realign.cuh"
+
 namespace day08::filter2d_detail {
 
 // f5 / f6 tiling: 32 x 8 threads, each 4 columns x RPT rows: a 128 x (8 RPT) output tile per
@@ -99,26 +101,10 @@ __device__ __forceinline__ void compute_store_tile(const float* tile, const floa
     if constexpr (kPath == RowPath::kShifted) {
       const float own[4] = {acc[o][0], acc[o][1], acc[o][2], acc[o][3]};
       const int s = int((int64_t(gy) * w + x0) & 3);
-      float nx[3];  // the next lane's first 3 values
-#pragma unroll
-      for (int j = 0; j < 3; ++j) nx[j] = __shfl_down_sync(0xffffffffu, own[j], 1);
       float4 v;
       int c;
-      switch (s) {  // the same for the whole warp: a branch, not a select per value
-        case 0:
-          v = make_float4(own[0], own[1], own[2], own[3]), c = 0;
-          break;
-        case 1:
-          v = make_float4(own[3], nx[0], nx[1], nx[2]), c = 3;
-          break;
-        case 2:
-          v = make_float4(own[2], own[3], nx[0], nx[1]), c = 2;
-          break;
-        default:
-          v = make_float4(own[1], own[2], own[3], nx[0]), c = 1;
-          break;
-      }
-      const int col = gx + c;  // the float4's first column, 16-byte aligned in memory
+      realign_next(own, s, v, c);  // realign.cuh
+      const int col = gx + c;      // the float4's first column, 16-byte aligned in memory
       float* row = out + size_t(gy) * w;
       if (tx < kF5Tx - 1 && col + 3 < w) {
         *reinterpret_cast<float4*>(row + col) = v;
