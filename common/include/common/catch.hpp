@@ -2,12 +2,18 @@
 // Catch2 2.13 / 3.x compatibility: every test file includes this header instead of Catch2's, so
 // the same tests build on Debian 12 / Ubuntu 22.04 (Catch2 2.13) and Ubuntu 24.04 (Catch2 3.x).
 //
-// GPU100_REQUIRE_GPU() starts every GPU test case: on a machine with no CUDA device, or when the
-// build holds no code the GPU can run, it prints GPU100_SKIP and the reason (which ctest reports
-// as Skipped, see cmake/Gpu100.cmake) and leaves the test case.
-// GPU100_REQUIRE_BUILD(need, what) does the same for a test case of one variant that needs newer
-// GPU code than the build has for this GPU ("needs an sm_90a build"). A test case that loops over
-// every variant calls gpu100::build_has() instead and skips the missing ones in the loop.
+// Skipping. A test case that cannot run here ends with GPU100_SKIP(reason), the one way a test
+// case skips: it prints "GPU100_SKIP: <reason>", which ctest's skip rule matches (see
+// cmake/Gpu100.cmake), then leaves the test case. Catch2 3's own SKIP, which it calls, also
+// ends the process with status 4, which ctest takes as Skipped as well; Catch2 2.13 has no skip,
+// so there the printed line is all ctest sees. Never call Catch2's SKIP directly: the test
+// common.ctest_reports_skips fails when a skip would reach ctest as a failure.
+//   GPU100_REQUIRE_GPU() starts every GPU test case: it skips on a machine with no CUDA device,
+//   or when the build holds no code the GPU can run.
+//   GPU100_REQUIRE_BUILD(need, what) does the same for a test case of one variant that needs
+//   newer GPU code than the build has for this GPU ("needs an sm_90a build"). A test case that
+//   loops over every variant calls gpu100::lacks_code() instead and leaves the missing ones out.
+//   GPU100_SKIP_LACKED(registry) skips a test case that names what the build lacks.
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -30,43 +36,45 @@ using Detail::Approx;  // Catch2 3.x spells it Catch::Approx
 }
 #endif
 
+// Not for test files: GPU100_SKIP prints the line ctest needs and then calls this.
 #if GPU100_CATCH2_MAJOR == 3 && defined(SKIP)
-#define GPU100_SKIP_TEST_CASE(msg) SKIP(msg)
+#define GPU100_DETAIL_END_SKIPPED(msg) SKIP(msg)
 #else
-#define GPU100_SKIP_TEST_CASE(msg) return
+#define GPU100_DETAIL_END_SKIPPED(msg) return
 #endif
 
-#define GPU100_REQUIRE_GPU()                                                           \
-  do {                                                                                 \
-    const std::string gpu100_reason_ = ::gpu100::gpu_unusable_reason();                \
-    if (!gpu100_reason_.empty()) {                                                     \
-      std::cout << "GPU100_SKIP: " << gpu100_reason_ << ", test skipped" << std::endl; \
-      GPU100_SKIP_TEST_CASE(gpu100_reason_);                                           \
-    }                                                                                  \
+#define GPU100_SKIP(reason)                                           \
+  do {                                                                \
+    const std::string gpu100_skip_reason_ = (reason);                 \
+    std::cout << "GPU100_SKIP: " << gpu100_skip_reason_ << std::endl; \
+    GPU100_DETAIL_END_SKIPPED(gpu100_skip_reason_);                   \
   } while (0)
 
-#define GPU100_REQUIRE_BUILD(need, what)                                                   \
-  do {                                                                                     \
-    GPU100_REQUIRE_GPU();                                                                  \
-    if (!::gpu100::build_has(need)) {                                                      \
-      std::cout << "GPU100_SKIP: " << (what) << " " << ::gpu100::needs_text(need)          \
-                << " (CMAKE_CUDA_ARCHITECTURES=" << ::gpu100::build_architectures() << ")" \
-                << std::endl;                                                              \
-      GPU100_SKIP_TEST_CASE(::gpu100::needs_text(need));                                   \
-    }                                                                                      \
+#define GPU100_REQUIRE_GPU()                                                     \
+  do {                                                                           \
+    const std::string gpu100_reason_ = ::gpu100::gpu_unusable_reason();          \
+    if (!gpu100_reason_.empty()) GPU100_SKIP(gpu100_reason_ + ", test skipped"); \
+  } while (0)
+
+#define GPU100_REQUIRE_BUILD(need, what)                                                  \
+  do {                                                                                    \
+    GPU100_REQUIRE_GPU();                                                                 \
+    if (!::gpu100::build_has(need)) {                                                     \
+      GPU100_SKIP(std::string(what) + " " + ::gpu100::needs_text(need) +                  \
+                  " (CMAKE_CUDA_ARCHITECTURES=" + ::gpu100::build_architectures() + ")"); \
+    }                                                                                     \
   } while (0)
 
 // GPU100_SKIP_LACKED(registry) ends a test case as Skipped, listing the registry's variants whose
 // code this build lacks for the running GPU, when there are any. Each day with such variants has
 // one test case that does it, so ctest's skip list names them and the build each needs.
-#define GPU100_SKIP_LACKED(registry)                                                             \
-  do {                                                                                           \
-    const std::string gpu100_lacked_ = ::gpu100::lacked_variants(registry);                      \
-    if (!gpu100_lacked_.empty()) {                                                               \
-      std::cout << "GPU100_SKIP: this build (CMAKE_CUDA_ARCHITECTURES="                          \
-                << ::gpu100::build_architectures() << ") lacks " << gpu100_lacked_ << std::endl; \
-      GPU100_SKIP_TEST_CASE(gpu100_lacked_);                                                     \
-    }                                                                                            \
+#define GPU100_SKIP_LACKED(registry)                                              \
+  do {                                                                            \
+    const std::string gpu100_lacked_ = ::gpu100::lacked_variants(registry);       \
+    if (!gpu100_lacked_.empty()) {                                                \
+      GPU100_SKIP(std::string("this build (CMAKE_CUDA_ARCHITECTURES=") +          \
+                  ::gpu100::build_architectures() + ") lacks " + gpu100_lacked_); \
+    }                                                                             \
   } while (0)
 
 namespace gpu100 {
