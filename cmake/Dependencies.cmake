@@ -49,8 +49,9 @@ else()
 endif()
 
 # The cuDNN frontend (header-only C++ over cuDNN's graph API) is optional too: day05's cuDNN
-# fused-attention row uses it. scripts/setup.sh --cudnn-frontend unpacks the headers of pip's
-# nvidia-cudnn-frontend into .whl/cudnn_frontend/include; -DCUDNN_FRONTEND_ROOT=/path finds another.
+# fused-attention row uses it. scripts/setup.sh unpacks the headers of pip's nvidia-cudnn-frontend
+# into .whl/cudnn_frontend/include where the network allows; -DCUDNN_FRONTEND_ROOT=/path finds
+# another.
 find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
           HINTS ${CUDNN_FRONTEND_ROOT} $ENV{CUDNN_FRONTEND_ROOT}
                 ${PROJECT_SOURCE_DIR}/.whl/cudnn_frontend
@@ -65,7 +66,7 @@ if(GPU100_HAVE_CUDNN AND CUDNN_FRONTEND_INCLUDE_DIR)
   message(STATUS "gpu100: cuDNN frontend found: ${CUDNN_FRONTEND_INCLUDE_DIR}")
 else()
   set(GPU100_HAVE_CUDNN_FRONTEND OFF)
-  message(STATUS "gpu100: cuDNN frontend not found (optional; scripts/setup.sh --cudnn-frontend): "
+  message(STATUS "gpu100: cuDNN frontend not found (optional; scripts/setup.sh fetches it): "
                  "day05's cudnn_sdpa row will be skipped")
 endif()
 

@@ -1,9 +1,10 @@
 // The library row of day05's bf16 rows: cuDNN's fused scaled-dot-product attention, the kernel
 // PyTorch's SDPA dispatches to on Hopper for bf16, built through the cuDNN frontend's graph API
-// (header-only C++, from pip's nvidia-cudnn-frontend: scripts/setup.sh --cudnn-frontend fetches
-// it). Q, K, V and O are day05's [B, H, S, D] bf16 tensors; the row log-sum-exp (cuDNN's "stats",
-// [B, H, S, 1] fp32) goes to the start of the workspace, where the flash rows write theirs, and
-// cuDNN's own workspace follows it. One graph per shape, built on first use and kept.
+// (header-only C++, from pip's nvidia-cudnn-frontend, which scripts/setup.sh fetches where the
+// network allows). Q, K, V and O are day05's [B, H, S, D] bf16 tensors; the row log-sum-exp
+// (cuDNN's "stats", [B, H, S, 1] fp32) goes to the start of the workspace, where the flash rows
+// write theirs, and cuDNN's own workspace follows it. One graph per shape, built on first use and
+// kept.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -130,7 +131,7 @@ std::string cudnn_sdpa_refusal(const AttentionShape& s) {
   return p.error.empty() ? "" : "cuDNN has no fused attention for this shape: " + p.error;
 #else
   (void)s;
-  return "skipped: the cuDNN frontend headers were not found (scripts/setup.sh --cudnn-frontend)";
+  return "skipped: the cuDNN frontend headers were not found (scripts/setup.sh fetches them)";
 #endif
 }
 

@@ -6,29 +6,33 @@
 #   2. Picks the GPU architecture: the GPU's own (nvidia-smi's compute capability; 9.0 becomes
 #      90a, so an H100 or H200 gets the Hopper-only kernels), or 90a when there is no GPU. An
 #      explicit -DCMAKE_CUDA_ARCHITECTURES=... wins. It says which it chose, and why.
-#   3. Configures and builds the `release` preset into build/.
-# With --cudnn-frontend it first unpacks the headers of pip's nvidia-cudnn-frontend (header-only
-# C++ over cuDNN's graph API; day05's cuDNN fused-attention row uses it) into
-# .whl/cudnn_frontend/include, downloading the wheel into .whl/ unless one is there already (a
-# machine without network can be handed the .whl/ folder).
+#   3. Where cuDNN is installed, gets the cuDNN frontend's headers (header-only C++ over cuDNN's
+#      graph API; day05's cuDNN fused-attention row uses it): it unpacks pip's
+#      nvidia-cudnn-frontend wheel into .whl/cudnn_frontend/include, downloading the wheel into
+#      .whl/ unless one is there already (a machine without network can be handed the .whl/
+#      folder). Without network it says in one line that day05's cudnn_sdpa row will be skipped,
+#      and the build goes on. --no-cudnn-frontend leaves the frontend out.
+#   4. Configures and builds the `release` preset into build/.
 # The CUDA Toolkit (nvcc, cuBLAS, CUB) is a prerequisite: it is checked, never installed here.
-# Usage: scripts/setup.sh [--no-install] [--charts] [--cudnn-frontend] [--preset release|debug]
+# Usage: scripts/setup.sh [--no-install] [--charts] [--no-cudnn-frontend] [--preset release|debug]
 #                         [extra cmake -D options...]
+# (--cudnn-frontend, the former opt-in, is still accepted: the frontend is now fetched by default.)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 preset=release
 install=1
 charts=0
-frontend=0
+frontend=1
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
     --charts) charts=1 ;;
     --cudnn-frontend) frontend=1 ;;
+    --no-cudnn-frontend) frontend=0 ;;
     --preset) preset="$2"; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) extra+=("$1") ;;
   esac
   shift
@@ -123,17 +127,42 @@ else
   extra+=("-DCMAKE_CUDA_ARCHITECTURES=$arch")
 fi
 
-# --- the cuDNN frontend headers (optional) ----------------------------------------------------
-if [ "$frontend" -eq 1 ] && [ ! -e .whl/cudnn_frontend/include/cudnn_frontend.h ]; then
+# --- 3. the cuDNN frontend headers (optional) -------------------------------------------------
+# Only where cuDNN itself is installed (CMake looks in the same places) and no other frontend was
+# named with -DCUDNN_FRONTEND_ROOT.
+have_cudnn() {
+  local d
+  for d in ${CUDNN_ROOT:-} "$(dirname "$(dirname "$(command -v nvcc)")")" /usr/local/cuda /usr \
+    /usr/local; do
+    [ -n "$d" ] && [ -e "$d/include/cudnn.h" ] && return 0
+  done
+  [ -e /usr/include/x86_64-linux-gnu/cudnn.h ] || [ -e /usr/include/aarch64-linux-gnu/cudnn.h ]
+}
+frontend_given=0
+for a in "${extra[@]}"; do
+  case "$a" in -DCUDNN_FRONTEND_ROOT=*) frontend_given=1 ;; esac
+done
+[ -n "${CUDNN_FRONTEND_ROOT:-}" ] && frontend_given=1
+# The version the results were measured with; a wheel already in .whl/ is used whatever its version.
+frontend_version=1.32.0
+skip_line="day05's cudnn_sdpa row (cuDNN's fused attention) will be skipped"
+if [ "$frontend" -eq 0 ]; then
+  say "--no-cudnn-frontend: $skip_line"
+elif [ "$frontend_given" -eq 1 ] || [ -e .whl/cudnn_frontend/include/cudnn_frontend.h ]; then
+  : # CMake finds it
+elif ! have_cudnn; then
+  say "cuDNN not found (its rows will be skipped), so the cuDNN frontend is not fetched"
+else
   mkdir -p .whl
   wheel=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -n1 || true)
-  if [ -z "$wheel" ]; then
-    say "downloading pip's nvidia-cudnn-frontend (its C++ headers) into .whl/"
-    python3 -m pip download --quiet --no-deps --dest .whl nvidia-cudnn-frontend || true
+  if [ -z "$wheel" ] && python3 -m pip --version >/dev/null 2>&1; then
+    say "downloading pip's nvidia-cudnn-frontend $frontend_version (its C++ headers) into .whl/"
+    timeout 120 python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+      --timeout 15 --retries 1 --dest .whl "nvidia-cudnn-frontend==$frontend_version" >/dev/null 2>&1 || true
     wheel=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -n1 || true)
   fi
   if [ -z "$wheel" ]; then
-    say "could not get nvidia-cudnn-frontend (no network?): day05's cudnn_sdpa row will be skipped"
+    say "could not fetch nvidia-cudnn-frontend (no network, or no pip): $skip_line; the tests still pass"
   else
     python3 - "$wheel" <<'PY'
 import sys, zipfile
@@ -146,7 +175,7 @@ PY
   fi
 fi
 
-# --- 3. configure and build ------------------------------------------------------------------
+# --- 4. configure and build ------------------------------------------------------------------
 cmake --preset "$preset" "${extra[@]}"
 cmake --build --preset "$preset"
 say "done: run the tests with  ctest --test-dir $( [ "$preset" = release ] && echo build || echo build-$preset ) --output-on-failure"
