@@ -117,6 +117,14 @@ NetOptions read_options(const gpu100::ArgParser& args) {
   }
   opt.common = gpu100::CommonOptions::read(args);
   opt.rows = select_rows(args, opt.model, opt.common.variants);
+  opt.named = opt.common.variants;
+  if (args.was_set("precision")) {
+    for (const NetRow& r : net_rows()) {
+      const bool chosen = std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end();
+      if (chosen && !r.library) opt.named.push_back(r.name);
+    }
+  }
+  gpu100::refuse_named_not_built(net_rows(), opt.named);  // no code in any architecture built
   return opt;
 }
 
@@ -150,6 +158,10 @@ int run(int argc, char** argv) {
                   net_flops(opt.model, images.h(), images.w(), wts.classes) / 1e9, images.h(),
                   images.w()),
       opt.common);
+  if (const std::string lacked = gpu100::refuse_or_list_lacked(net_rows(), opt.named);
+      !lacked.empty()) {
+    fmt::print("{}\n", lacked);
+  }
   fmt::print("checking against the CPU reference (image 0)...\n");
   images.reference(0);
   run.table().add(gpu100::reference_row(

@@ -27,39 +27,44 @@ constexpr double kRowBudgetMs = 3000;  // timed repeats per row: about this long
 }  // namespace
 
 const std::vector<NetRow>& net_rows() {
-  static const std::vector<NetRow> rows = {
-      {"own_fp32_sequential",
-       "fp32 (FMA), day08 Winograd (3x3/1) and v4 fused, trunks one after the other",
-       Precision::kFp32, Trunks::kSequential, false},
-      {"own_fp32_streams", "fp32, each trunk on its own CUDA stream", Precision::kFp32,
-       Trunks::kStreams, false},
-      {"own_fp32_dual", "fp32, one launch for both trunks per layer", Precision::kFp32,
-       Trunks::kDual, false},
-      {"own_tf32_sequential", "TF32 tensor cores, day08 v5 fused, trunks one after the other",
-       Precision::kTf32, Trunks::kSequential, false},
-      {"own_tf32_streams", "TF32, each trunk on its own CUDA stream", Precision::kTf32,
-       Trunks::kStreams, false},
-      {"own_tf32_dual", "TF32, one launch for both trunks per layer", Precision::kTf32,
-       Trunks::kDual, false},
-      {"own_bf16_sequential",
-       "bf16 NHWC tensor cores, day08 fused (v9 wgmma on sm_90a, else v6), trunks in turn",
-       Precision::kBf16, Trunks::kSequential, false},
-      {"own_bf16_streams", "bf16 NHWC, each trunk on its own CUDA stream", Precision::kBf16,
-       Trunks::kStreams, false},
-      {"own_bf16_dual", "bf16 NHWC, one launch for both trunks per layer (stems included)",
-       Precision::kBf16, Trunks::kDual, false},
-      {"own_fp32_graph", "fp32, dual (one trunk: sequential), replayed as one CUDA graph",
-       Precision::kFp32, Trunks::kDual, false, true},
-      {"own_tf32_graph", "TF32, dual (one trunk: sequential), replayed as one CUDA graph",
-       Precision::kTf32, Trunks::kDual, false, true},
-      {"own_bf16_graph", "bf16, dual (one trunk: sequential), replayed as one CUDA graph",
-       Precision::kBf16, Trunks::kDual, false, true},
-      {"cudnn_fp32", "cuDNN conv+bias+residual+ReLU (FMA math), cuBLAS FC", Precision::kFp32,
-       Trunks::kSequential, true},
-      {"cudnn_tf32", "cuDNN with tensor-op math on fp32 data (TF32)", Precision::kTf32,
-       Trunks::kSequential, true},
-      {"cudnn_bf16", "cuDNN bf16 NHWC", Precision::kBf16, Trunks::kSequential, true},
-  };
+  static const std::vector<NetRow> rows = [] {
+    std::vector<NetRow> list = {
+        {"own_fp32_sequential",
+         "fp32 (FMA), day08 Winograd (3x3/1) and v4 fused, trunks one after the other",
+         Precision::kFp32, Trunks::kSequential, false},
+        {"own_fp32_streams", "fp32, each trunk on its own CUDA stream", Precision::kFp32,
+         Trunks::kStreams, false},
+        {"own_fp32_dual", "fp32, one launch for both trunks per layer", Precision::kFp32,
+         Trunks::kDual, false},
+        {"own_tf32_sequential", "TF32 tensor cores, day08 v5 fused, trunks one after the other",
+         Precision::kTf32, Trunks::kSequential, false},
+        {"own_tf32_streams", "TF32, each trunk on its own CUDA stream", Precision::kTf32,
+         Trunks::kStreams, false},
+        {"own_tf32_dual", "TF32, one launch for both trunks per layer", Precision::kTf32,
+         Trunks::kDual, false},
+        {"own_bf16_sequential",
+         "bf16 NHWC tensor cores, day08 fused (v9 wgmma on sm_90a, else v6), trunks in turn",
+         Precision::kBf16, Trunks::kSequential, false},
+        {"own_bf16_streams", "bf16 NHWC, each trunk on its own CUDA stream", Precision::kBf16,
+         Trunks::kStreams, false},
+        {"own_bf16_dual", "bf16 NHWC, one launch for both trunks per layer (stems included)",
+         Precision::kBf16, Trunks::kDual, false},
+        {"own_fp32_graph", "fp32, dual (one trunk: sequential), replayed as one CUDA graph",
+         Precision::kFp32, Trunks::kDual, false, true},
+        {"own_tf32_graph", "TF32, dual (one trunk: sequential), replayed as one CUDA graph",
+         Precision::kTf32, Trunks::kDual, false, true},
+        {"own_bf16_graph", "bf16, dual (one trunk: sequential), replayed as one CUDA graph",
+         Precision::kBf16, Trunks::kDual, false, true},
+        {"cudnn_fp32", "cuDNN conv+bias+residual+ReLU (FMA math), cuBLAS FC", Precision::kFp32,
+         Trunks::kSequential, true},
+        {"cudnn_tf32", "cuDNN with tensor-op math on fp32 data (TF32)", Precision::kTf32,
+         Trunks::kSequential, true},
+        {"cudnn_bf16", "cuDNN bf16 NHWC", Precision::kBf16, Trunks::kSequential, true},
+    };
+    // The own rows need what their precision's network needs; cuDNN brings its own kernels.
+    for (NetRow& r : list) r.needs = r.library ? gpu100::ArchNeed::kAny : net_needs(r.precision);
+    return list;
+  }();
   return rows;
 }
 
@@ -154,6 +159,12 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
                       gpu100::DayRun& run, bool strict, std::vector<float>* logits_out) {
   const int h = images.h(), w = images.w();
   ResultRow r = gpu100::make_row(row.name, gpu100::to_string(row.precision), shape_label(n, h, w));
+  if (!gpu100::build_has(row.needs)) {
+    r.verified = false;
+    r.note = fmt::format("{} (this build: CMAKE_CUDA_ARCHITECTURES={})",
+                         gpu100::needs_text(row.needs), gpu100::build_architectures());
+    return r;
+  }
   const size_t free_before = gpu100::free_device_memory();
   AnyNet net;
   try {
@@ -212,6 +223,11 @@ std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeight
       return r.rfind(std::string("own_") + gpu100::to_string(p), 0) == 0;
     });
     if (!wanted) continue;
+    if (!gpu100::build_has(net_needs(p))) {
+      fmt::print("layers, {}: not run in this build ({})\n", gpu100::to_string(p),
+                 gpu100::needs_text(net_needs(p)));
+      continue;
+    }
     Net net(wts, p, Trunks::kSequential);
     const std::vector<Net::StepTime> steps = net.profile(inputs, n, h, w, logits.data());
     struct Sum {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "common/device_buffer.hpp"
 #include "common/harness.hpp"
 #include "resnet.hpp"
@@ -22,6 +23,8 @@ struct NetRow {
   bool library;
   // Replayed as one CUDA graph (Net::forward_graph), the trunks dual (sequential for one trunk).
   bool graph = false;
+  // The GPU code the row needs: net_needs(precision) for the own rows; cuDNN brings its own.
+  gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;
 };
 const std::vector<NetRow>& net_rows();
 
@@ -30,6 +33,9 @@ struct NetOptions {
   std::vector<int> batches;
   int h = 0, w = 0;
   std::vector<std::string> rows;  // the rows to run, in net_rows() order
+  // The rows asked for by --variant, and the own rows of a precision --precision names: a build
+  // without their code refuses them (exit 2); the other rows it lacks are shown as not run.
+  std::vector<std::string> named;
   std::string weights, input, output;
   gpu100::CommonOptions common;
 };
@@ -62,7 +68,8 @@ class Images {
 // Runs one row at batch n on the uploaded images `inputs` (one device pointer per trunk): plans (a
 // batch over memory becomes a refused row, unless `strict`), checks images 0 and n - 1 against
 // the CPU reference, times the forward. Writes the logits of the check run to `logits_out` when
-// it is not null.
+// it is not null. A row whose code this build lacks for the GPU comes back unrun, with the build
+// it needs as its note.
 gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
                               Images& images, const std::vector<const float*>& inputs, int n,
                               gpu100::DayRun& run, bool strict, std::vector<float>* logits_out);
@@ -70,7 +77,8 @@ gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const Ne
 // --layers: for each selected precision, sequential forwards of our network with an event
 // between steps (the median of 5 for each step), summed per layer kind: printed (count, ms, share
 // of the forward, TFLOP/s, GB/s of its compulsory bytes and % of the copy ceiling) and returned
-// as unverified rows "layers_<precision>: <kind>", the last "layers_<precision>: total".
+// as unverified rows "layers_<precision>: <kind>", the last "layers_<precision>: total". A
+// precision this build lacks is left out with one line.
 std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeights& wts,
                                           const std::vector<const float*>& inputs, int n, int h,
                                           int w, double ceiling_gbps);

@@ -150,9 +150,15 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
   return dt;
 }
 
+gpu100::ArchNeed net_needs(gpu100::Precision precision) {
+  return precision == gpu100::Precision::kFp32 ? gpu100::ArchNeed::kAny : gpu100::ArchNeed::kSm80;
+}
+
 Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
     : model_(weights.model), precision_(precision), trunks_(trunks), classes_(weights.classes) {
   check_net_weights(weights);
+  gpu100::require_build(net_needs(precision_),
+                        fmt::format("the {} network", gpu100::to_string(precision_)));
   const std::vector<int> channels = trunk_channels(model_);
   if (channels.size() == 1 && trunks_ != Trunks::kSequential) {
     throw std::invalid_argument("Net: a one-trunk model runs its trunk sequentially only");

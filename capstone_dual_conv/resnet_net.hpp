@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/arch.hpp"
 #include "common/device_buffer.hpp"
 #include "common/precision.hpp"
 #include "conv.hpp"
@@ -38,13 +39,18 @@
 namespace capstone::resnet {
 
 enum class Trunks { kSequential, kStreams, kDual };
+
+// The GPU code the network needs in a precision: fp32 runs day08's FMA kernels, on any build;
+// TF32 and bf16 run day08's tensor-core kernels (v5; v9 or v6), which need an sm_80 build.
+gpu100::ArchNeed net_needs(gpu100::Precision precision);
 const char* to_string(Trunks t);            // "sequential", "streams", "dual"
 Trunks parse_trunks(const std::string& s);  // the reverse; throws std::invalid_argument
 
 class Net {
  public:
   // Folds the BN of every convolution and uploads the weights in the precision's layout. Throws
-  // std::invalid_argument for weights that do not match their model.
+  // std::invalid_argument for weights that do not match their model, and gpu100::ArchUnavailable
+  // ("... needs an sm_80 build ...") for a precision this build has no code for on this GPU.
   Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks);
   ~Net();
   Net(const Net&) = delete;

@@ -15,6 +15,7 @@
 #include "common/cuda_check.hpp"
 #include "common/half.hpp"
 #include "common/random.hpp"
+#include "common/tags.hpp"
 #include "driver.hpp"
 
 namespace day05 {
@@ -114,11 +115,16 @@ gpu100::CompareResult check_variant(const AttentionShape& s, const AttentionVari
   return gpu100::worst_of(parts);
 }
 
+// What a row's device memory holds, from its registry entry. A learner's variant (tag "mine") is
+// described only by what its entry declares: the flash flag, and its workspace when it asks for
+// one; the texts below that name a storage belong to the day's own rows.
 std::string memory_note(const AttentionShape& s, const AttentionVariant& var) {
-  const std::string ws = mib(double(var.workspace_bytes(s)));
+  const size_t bytes = var.workspace_bytes(s);
+  const std::string ws = mib(double(bytes));
   if (var.is_flash) {
     return "extra device memory " + ws + " (the row log-sum-exp, 4 B H S bytes); no S x S matrix";
   }
+  if (gpu100::has_tag(var.tags, "mine")) return bytes > 0 ? "workspace " + ws : "";
   if (var.is_library && var.precision == Precision::kBf16) {
     return "workspace " + ws + " (the row log-sum-exp and cuDNN's own)";
   }

@@ -2,7 +2,9 @@
 # On a GPU: the learner's flow for every day that has a template. For each, writes a variant
 # named `mine` (scripts/new_variant.sh), builds, runs `ctest -R "<day>.mine mine:"` and the day's
 # binary with --variant mine, and writes one summary line per day to OUTDIR/learner_days.txt
-# (the binaries' tables to OUTDIR/<day>.txt). The generated files are removed at the end.
+# (the binaries' tables to OUTDIR/<day>.txt). The learner's row must pass and carry no note: the
+# template declares nothing a note would describe, so any note on it describes another kernel.
+# The generated files are removed at the end.
 #   scripts/check_learner_days.sh OUTDIR [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +38,11 @@ for d in "${days[@]}"; do
   "$build/$d/$d" ${args[$d]:-"--variant mine"} >"$out/$d.txt" 2>&1
   rc=$?
   row=$(grep -E "^mine " "$out/$d.txt" | head -1 | tr -s ' ')
-  echo "$day: ctest mine: $tests; $d ${args[$d]:-} exit $rc; row: $row" | tee -a "$out/learner_days.txt"
+  note=$(grep -E "^note: mine: " "$out/$d.txt" | head -1)
+  echo "$day: ctest mine: $tests; $d ${args[$d]:-} exit $rc; row: $row; ${note:-no note}" |
+    tee -a "$out/learner_days.txt"
   case "$tests" in "100% tests passed"*) ;; *) status=1 ;; esac
   [ $rc -eq 0 ] || status=1
+  [ -n "$row" ] && [ -z "$note" ] || status=1
 done
 exit $status
