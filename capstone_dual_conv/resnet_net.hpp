@@ -9,8 +9,9 @@
 //         the 3x3 stride-1 layers (filters transformed once, in the constructor), v4's kernel for
 //         the others.
 //   tf32: the same tensors, day08 v5's kernel (TF32 tensor cores, fp32 accumulation).
-//   bf16: bf16 NHWC activations and KRSC weights, day08 v9's kernel (wgmma) where the GPU runs the
-//         build's sm_90a code, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
+//   bf16: bf16 NHWC activations and KRSC weights, where the GPU runs the build's sm_90a code
+//         day08 v10's kernel (TMA im2col, wgmma) for the layers with C % 64 == 0 and v9's (wgmma)
+//         for the stems, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
 //         bias; the stems' 3 and 1 input channels are zero-padded to 8, or, where v9 runs, to 4
 //         with the 7x7 filters widened to 7x8 (v9 copies two taps of 4 channels per 16 bytes:
 //         half the padded work). The pooled features are fp32.

@@ -1,8 +1,9 @@
 // capstone GPU tests of MC-ResNet18's layers and networks against the double CPU reference: the
 // pools (fp32 NCHW and bf16 NHWC; odd H and W, windows at the borders, one row or column), day08's
 // fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch; in fp32 both
-// v4's kernel and the Winograd form where it applies; in bf16 both v9's kernel, where the GPU runs
-// it, and v6's), and the networks in every precision and trunks mode. Fresh seeded inputs,
+// v4's kernel and the Winograd form where it applies; in bf16 the kernel the fused form picks, v10
+// or v9 where the GPU runs them, and the ones it passes over), and the networks in every precision
+// and trunks mode. Fresh seeded inputs,
 // outputs poisoned first.
 #include <algorithm>
 #include <cmath>
@@ -329,16 +330,26 @@ void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
       REQUIRE(cmp.ok);
     }
   };
-  const bool v9 = day08::conv2d_fused_bf16_uses_v9(shape, g);
+  using K = day08::FusedBf16Kernel;
+  const K kernel = day08::conv2d_fused_bf16_kernel(shape, g);
   day08::conv2d_fused_bf16_nhwc(shape, g);
   sync_check();
-  check(v9 ? "day08 v9's kernel" : "day08 v6's kernel");
-  if (v9) {
-    // Where the fused form runs v9's kernel (an sm_90a build on Hopper), v6's keeps its check.
+  check(kernel == K::kV10  ? "day08 v10's kernel"
+        : kernel == K::kV9 ? "day08 v9's kernel"
+                           : "day08 v6's kernel");
+  // Where the fused form runs a Hopper kernel (an sm_90a build on Hopper), the kernels it passes
+  // over for this shape keep their checks: v9's under v10, and v6's.
+  const auto again = [&](const char* name, auto launch) {
     for (int i = 0; i < count; ++i) bufs[4 * i + 3].poison();
-    day08::detail::conv2d_v6_group(shape, g, nullptr);
+    launch();
     sync_check();
-    check("day08 v6's kernel");
+    check(name);
+  };
+  if (kernel == K::kV10) {
+    again("day08 v9's kernel", [&] { day08::detail::conv2d_v9_group(shape, g, nullptr); });
+  }
+  if (kernel != K::kV6) {
+    again("day08 v6's kernel", [&] { day08::detail::conv2d_v6_group(shape, g, nullptr); });
   }
 }
 

@@ -28,6 +28,20 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
+PFN_cuTensorMapEncodeIm2col_v12000 encode_im2col_fn() {
+  static PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000,
+                                                cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || p == nullptr) {
+      throw std::runtime_error("cuTensorMapEncodeIm2col is not available from the driver");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(p);
+  }();
+  return fn;
+}
+
 // dims and box innermost first; strides in bytes for dimensions 1.. (dimension 0 is contiguous).
 CUtensorMap encode(CUtensorMapDataType type, int rank, const void* ptr, const cuuint64_t* dims,
                    const cuuint64_t* strides, const cuuint32_t* box) {
@@ -82,6 +96,27 @@ CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4]
   }
   for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(__nv_bfloat16);
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
+}
+
+CUtensorMap make_tma_map_im2col_nhwc(const __nv_bfloat16* ptr, int n, int h, int w, int c,
+                                     int lower_h, int lower_w, int upper_h, int upper_w,
+                                     int stride_h, int stride_w, int pixels, int channels) {
+  // Dimensions innermost first (c, w, h, n), and the corners and strides in the same order.
+  const cuuint64_t dims[4] = {cuuint64_t(c), cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
+  const cuuint64_t row = cuuint64_t(c) * sizeof(__nv_bfloat16);
+  const cuuint64_t strides[3] = {row, row * cuuint64_t(w), row * cuuint64_t(w) * cuuint64_t(h)};
+  const int lower[2] = {lower_w, lower_h}, upper[2] = {upper_w, upper_h};
+  const cuuint32_t elem_strides[4] = {1, cuuint32_t(stride_w), cuuint32_t(stride_h), 1};
+  CUtensorMap map{};
+  const CUresult r =
+      encode_im2col_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<__nv_bfloat16*>(ptr),
+                         dims, strides, lower, upper, cuuint32_t(channels), cuuint32_t(pixels),
+                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    throw std::runtime_error("cuTensorMapEncodeIm2col failed with CUresult " + std::to_string(r));
+  }
+  return map;
 }
 
 }  // namespace day04

@@ -70,6 +70,21 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, 
       : "memory");
 }
 
+// im2col mode (a map from make_tma_map_im2col_nhwc): the map's `pixels` x `channels` box, starting
+// at channel c of pixel (n, h, w) of the window box (the first output pixel's window corner, which
+// may lie in the padding), with the filter tap's offsets (off_w, off_h) added to every pixel's
+// position. The copy engine walks the output pixels across rows and images itself.
+__device__ __forceinline__ void tma_load_im2col_4d(void* dst, const void* map, int c, int w, int h,
+                                                   int n, uint16_t off_w, uint16_t off_h,
+                                                   uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes [%0], "
+      "[%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(smem_addr(bar)),
+      "h"(off_w), "h"(off_h)
+      : "memory");
+}
+
 // The same 2D box, written at the same shared-memory offset into every CTA of the cluster named
 // in cta_mask (bit r: cluster rank r), each signalling its own mbarrier at bar's offset.
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* map, int c0, int c1,

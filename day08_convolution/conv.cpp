@@ -171,7 +171,7 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
 }
 
 namespace {
-// The registry's bf16 NHWC entries: y is fp32 NKPQ for v6 and v9, bf16 NPQK for cuDNN
+// The registry's bf16 NHWC entries: y is fp32 NKPQ for v6, v9 and v10, bf16 NPQK for cuDNN
 // (y_bf16_npqk).
 void v6_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   const float* bias, void* y, cudaStream_t stream) {
@@ -180,6 +180,10 @@ void v6_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat1
 void v9_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   const float* bias, void* y, cudaStream_t stream) {
   conv2d_v9_implicit_gemm_wgmma_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
+}
+void v10_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                   const float* bias, void* y, cudaStream_t stream) {
+  conv2d_v10_tma_im2col_wgmma_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
 }
 void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                      const float* bias, void* y, cudaStream_t stream) {
@@ -230,6 +234,11 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            "implicit GEMM 128x(64|128)x64 on wgmma bf16: a producer warpgroup gathers A "
            "(cp.async) and loads the filters (TMA), 2 consumer warpgroups, 4 mbarrier stages",
            P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v9_bf16_nhwc, false, v9_refusal, 1,
+           gpu100::ArchNeed::kSm90a},
+          {"v10_tma_im2col_wgmma_bf16_nhwc",
+           "v9 with A brought by TMA in im2col mode: one copy per slab (a tap x 64 channels), "
+           "the copy engine walks the window; a one-warp producer",
+           P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v10_bf16_nhwc, false, v10_refusal, 1,
            gpu100::ArchNeed::kSm90a},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
           // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
@@ -333,15 +342,18 @@ void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g, cudaSt
   detail::conv2d_v7_group(s, g, stream);
 }
 
-// The bf16 fused form's kernel: v9 (wgmma) when the running GPU executes this build's sm_90a code
+// The bf16 fused form's kernel, where the running GPU executes this build's sm_90a code
 // (gpu100::build_has asks the code the driver loaded, not the compute capability: an H100 running
-// an sm_80 build must take v6) and v9 takes the shape and the pointers; v6 (mma.sync) otherwise.
-bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g) {
-  if (!gpu100::build_has(gpu100::ArchNeed::kSm90a) || !v9_refusal(s, false).empty()) return false;
+// an sm_80 build must take v6) and the pointers are 16-byte aligned: v10 (TMA im2col) when C is a
+// multiple of 64 (no slab half empty), else v9 (its gather) where it takes the shape; v6
+// (mma.sync) otherwise.
+FusedBf16Kernel conv2d_fused_bf16_kernel(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g) {
+  if (!gpu100::build_has(gpu100::ArchNeed::kSm90a)) return FusedBf16Kernel::kV6;
   for (int i = 0; i < g.count; ++i) {
-    if (!gpu100::aligned16(g.op[i].x) || !gpu100::aligned16(g.op[i].w)) return false;
+    if (!gpu100::aligned16(g.op[i].x) || !gpu100::aligned16(g.op[i].w)) return FusedBf16Kernel::kV6;
   }
-  return true;
+  if (s.c % 64 == 0 && v10_refusal(s, false).empty()) return FusedBf16Kernel::kV10;
+  return v9_refusal(s, false).empty() ? FusedBf16Kernel::kV9 : FusedBf16Kernel::kV6;
 }
 
 bool conv2d_fused_bf16_takes(const ConvShape& s) {
@@ -356,10 +368,16 @@ void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& 
     throw std::invalid_argument(fmt::format(
         "conv2d_fused_bf16_nhwc: K = {} must be even (two channels per bf16x2 store)", s.k));
   }
-  if (conv2d_fused_bf16_uses_v9(s, g)) {
-    detail::conv2d_v9_group(s, g, stream);
-  } else {
-    detail::conv2d_v6_group(s, g, stream);
+  switch (conv2d_fused_bf16_kernel(s, g)) {
+    case FusedBf16Kernel::kV10:
+      detail::conv2d_v10_group(s, g, stream);
+      break;
+    case FusedBf16Kernel::kV9:
+      detail::conv2d_v9_group(s, g, stream);
+      break;
+    case FusedBf16Kernel::kV6:
+      detail::conv2d_v6_group(s, g, stream);
+      break;
   }
 }
 

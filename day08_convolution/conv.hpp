@@ -65,15 +65,17 @@ struct ConvGroup {
 void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGroup<float>& g,
                   cudaStream_t stream = nullptr);
 // bf16 NHWC in (x [n][h][w][c], w KRSC [k][r][s][c]), bf16 NHWC out (y and residual [n][p][q][k]),
-// fp32 bias and accumulation: the kernel of v9_implicit_gemm_wgmma_bf16_nhwc (wgmma) where the
-// running GPU executes this build's sm_90a code, else v6_implicit_gemm_bf16_nhwc's (mma.sync), with
-// this epilogue. Needs C % 8 == 0, K % 2 == 0 and 16-byte aligned x and w (std::invalid_argument
-// otherwise).
+// fp32 bias and accumulation, with this epilogue, on the kernel conv2d_fused_bf16_kernel picks:
+// where the running GPU executes this build's sm_90a code, v10_tma_im2col_wgmma_bf16_nhwc's (TMA
+// im2col, wgmma) for C % 64 == 0, else v9_implicit_gemm_wgmma_bf16_nhwc's (its cp.async gather);
+// elsewhere v6_implicit_gemm_bf16_nhwc's (mma.sync). Needs C % 8 == 0, K % 2 == 0 and 16-byte
+// aligned x and w (std::invalid_argument otherwise).
 void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,
                             cudaStream_t stream = nullptr);
-// Whether conv2d_fused_bf16_nhwc runs v9's kernel (true) or v6's for this shape and group on the
-// current GPU (decided from the code the GPU runs, common/arch.hpp, and v9_refusal).
-bool conv2d_fused_bf16_uses_v9(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g);
+// The kernel conv2d_fused_bf16_nhwc runs for this shape and group on the current GPU (decided from
+// the code the GPU runs, common/arch.hpp, the pointers' alignment and the kernels' refusals).
+enum class FusedBf16Kernel { kV6, kV9, kV10 };
+FusedBf16Kernel conv2d_fused_bf16_kernel(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g);
 // Whether conv2d_fused_bf16_nhwc takes this shape on this GPU and build (16-byte aligned
 // operands): C % 8 == 0 everywhere; C = 4 with an even S too where it runs v9's kernel.
 bool conv2d_fused_bf16_takes(const ConvShape& s);

@@ -20,21 +20,14 @@
 // Costs: sm_90a only; 384 threads and 97 KB (N = 64) or 129 KB (N = 128) of shared memory per
 // block; C % 8 == 0 as v6, or C = 4 with S even (a stem's input, two taps per 16 bytes); the
 // weights' TMA map (cuTensorMapEncodeTiled) is made on the host at each call, and one
-// generic-to-async proxy fence per stage and consumer thread (below). (Ideas: CUTLASS's Hopper
-// implicit GEMM convolution, its warp-specialised mainloops with a cp.async producer and wgmma
-// consumers, and its NHWC activation iterator; the PTX ISA for wgmma, its matrix descriptors and
-// swizzled layouts, cp.async.mbarrier.arrive, mbarriers and proxy fences; day04's v12 for the
+// generic-to-async proxy fence per stage and consumer thread (consume_tiles). (Ideas: CUTLASS's
+// Hopper implicit GEMM convolution, its warp-specialised mainloops with a cp.async producer and
+// wgmma consumers, and its NHWC activation iterator; the PTX ISA for wgmma, its matrix descriptors
+// and swizzled layouts, cp.async.mbarrier.arrive, mbarriers and proxy fences; day04's v12 for the
 // pipeline and its wrappers (wgmma.cuh, tma.hpp), day05's v5 for the warpgroup roles.)
 //
-// Tiles: 128 output pixels x kBN filters x 64 of GEMM_K per stage; kBN = 64 when K <= 64 (wgmma
-// m64n64k16; 32 accumulators per thread; sized for 2 blocks per SM), else 128 (m64n128k16; 64
-// accumulators; one block per SM).
-// Threads: warpgroups 0 and 1 consume (pixels 64 wg .. 64 wg + 63 of the tile), warpgroup 2
-// produces. Shared memory, from a 1024-byte boundary: kStages x [A: 128 rows x 128 bytes | B: kBN
-// rows x 128 bytes], then the 2 x kStages mbarriers. Both operands are K-major (a row is 64
-// consecutive GEMM_K values of one pixel or one filter), in the 128-byte swizzle: the 16-byte
-// chunk j of row r sits at r * 128 + 16 (j ^ (r % 8)), which is what the TMA writes for B, what the
-// producer writes for A, and what the descriptors (swizzle mode 128B, 1024 bytes per 8 rows) read.
+// The tiling, the stages and the consumer warpgroups are in implicit_gemm_wgmma.cuh (v10 shares
+// them); this file holds v9's producer warpgroup and the launcher.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -52,6 +45,7 @@
 #include "common/mbarrier.cuh"
 #include "conv_day.hpp"
 #include "implicit_gemm_nhwc.cuh"
+#include "implicit_gemm_wgmma.cuh"
 #include "mma.cuh"
 #include "tma.hpp"
 #include "wgmma.cuh"
@@ -73,46 +67,15 @@ using nhwc::RscPos;
 
 constexpr const char* kName = "v9_implicit_gemm_wgmma_bf16_nhwc";
 
-// One tiling. kBN: filters per block (the wgmma's N).
-template <int kBN_>
-struct V9Config {
-  static constexpr int kBM = 128, kBN = kBN_, kBK = 64, kStages = 4;
-  static constexpr int kConsumerWGs = 2, kConsumerWarps = 4 * kConsumerWGs;
-  static constexpr int kThreads = 128 * (kConsumerWGs + 1);  // + the producer warpgroup
-  static constexpr int kProducerThreads = 128;
-  static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK bf16 per row
-  static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr size_t kSmemBytes =
-      size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024 /* alignment */;
-  // The producer's copy roles: thread pt copies chunk pt % 8 (channels 8 (pt % 8) .. + 7 of the
-  // slab) of rows pt / 8 + kRowsPerPass i, i < kRowsPerThread (16 rows per pass, 8 passes).
-  static constexpr int kRowsPerPass = kProducerThreads / 8;
-  static constexpr int kRowsPerThread = kBM / kRowsPerPass;
-  // kBN = 64: 97 KB of shared memory and at most 85 registers per thread (ptxas, CUDA 13.0: 64
-  // for the fp32 epilogue, 72 for the bf16 one), so that 2 blocks fit an SM and one block's
-  // epilogue and pipeline fill can overlap the other's main loop; kBN = 128: 129 KB (90 and 92
-  // registers), one block per SM.
-  static constexpr int kMinBlocks = kBN == 64 ? 2 : 1;
-  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64k16 or m64n128k16");
-  static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
-  static_assert(kBM % kRowsPerPass == 0, "whole copy passes");
-  static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
-};
-
-// d (64 x kBN) += A (64 x 16) * B (16 x kBN), both from shared memory, both K-major.
+// v9's tiling: the shared one with a producer warpgroup. Its copy roles: thread pt copies chunk
+// pt % 8 (channels 8 (pt % 8) .. + 7 of the slab) of rows pt / 8 + kRowsPerPass i, i <
+// kRowsPerThread (16 rows per pass, 8 passes). ptxas (CUDA 13.0) gives the kernel 62 to 72
+// registers per thread with kBN = 64 (2 blocks fit an SM) and 94 or 96 with kBN = 128.
 template <int kBN>
-__device__ __forceinline__ void wgmma_k16(float (&d)[kBN / 2], uint64_t desc_a, uint64_t desc_b) {
-  if constexpr (kBN == 128) {
-    wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, 1);
-  } else {
-    wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, 1);
-  }
-}
-
-// The byte offset of 16-byte chunk j of row r in a tile of 128-byte rows, 128-byte swizzle.
-__device__ __forceinline__ int swizzle128(int r, int j) {
-  return r * 128 + ((j ^ (r & 7)) << 4);
-}
+struct V9Config : wgmma_conv::Config<kBN, 128> {
+  static constexpr int kRowsPerPass = 128 / 8;
+  static constexpr int kRowsPerThread = 128 / kRowsPerPass;
+};
 
 // Y = float: the day's variant, fp32 NKPQ out (+ bias). Y = bf16: conv.hpp's fused layer form,
 // bf16 NPQK out with bias, residual and ReLU. blockIdx.z picks the convolution of the group (and
@@ -128,33 +91,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kBM = C::kBM, kBN = C::kBN, kBK = C::kBK, kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
-  // The 128-byte swizzle repeats every 1024 bytes: every tile must start on a 1024-byte boundary
-  // (each stage's A and B sizes are multiples of 1024).
-  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStageBytes);  // [kStages]
-  uint64_t* empty = full + kStages;                                               // [kStages]
-  auto a_tile = [&](int st) { return smem + st * C::kStageBytes; };
-  auto b_tile = [&](int st) { return smem + st * C::kStageBytes + C::kABytes; };
-
+  const wgmma_conv::Stages<C> sm(smem_raw);
   const ConvOperands<bf16, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
   const CUtensorMap* map_w = blockIdx.z == 0 ? &map_w0 : &map_w1;
   const int tid = threadIdx.x, wg = tid / 128;
   const int num_slabs = gpu100::ceil_div(g.RSC, kBK);
-  // Persistent: block b takes tiles b, b + gridDim.x, ... (filter tiles fastest: the blocks that
-  // share an A tile run together, so its gather is served by L2). The stages and their barrier
-  // phases run on across tiles, counted by `it` (one per slab), so the producer fills the next
-  // tile's stages while the consumers store this one's outputs.
   const int tiles = tiles_m * tiles_n;
-
-  if (tid == 0) {
-    for (int st = 0; st < kStages; ++st) {
-      // full: one cp.async arrival per producer thread, plus the expect_tx arrival of the thread
-      // that issues the TMA box (with its bytes); empty: one arrival per consumer warp.
-      mbar_init(&full[st], C::kProducerThreads + 1);
-      mbar_init(&empty[st], C::kConsumerWarps);
-    }
-    mbar_fence_init();
-  }
+  // full: one cp.async arrival per producer thread, plus the expect_tx arrival of the thread that
+  // issues the TMA box (with its bytes).
+  wgmma_conv::init_stages(sm, C::kProducerThreads + 1);
   __syncthreads();  // the last block-wide barrier: from here the roles only meet on mbarriers
 
   // Slab number `it` (counted over this block's tiles) uses stage it % kStages, in phase
@@ -195,16 +140,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       int gk = 8 * cj;
       // Row row0 + 16 i of a tile, chunk cj: the swizzle's XOR term is the same for every i
       // (16 i is a multiple of 8), so the destinations are dst0 + 2048 i.
-      const int dst0 = swizzle128(row0, cj);
+      const int dst0 = wgmma_conv::swizzle128(row0, cj);
       for (int t = 0; t < num_slabs; ++t, ++it) {
         const int st = it % kStages;
         // The stage last held slab it - kStages: wait until the 8 consumer warps are done with it.
-        if (it >= kStages) mbar_wait(&empty[st], (it / kStages - 1) & 1);
+        if (it >= kStages) mbar_wait(&sm.empty[st], (it / kStages - 1) & 1);
         if (pt == 0) {
           // B: filters k0 .. k0 + kBN - 1, GEMM_K t * 64 ..: one box; rows past K and columns past
           // R*S*C are zero-filled by the TMA (and still counted in its bytes).
-          mbar_expect_tx(&full[st], C::kBBytes);
-          tma_load_2d(b_tile(st), map_w, t * kBK, k0, &full[st]);
+          mbar_expect_tx(&sm.full[st], C::kBBytes);
+          tma_load_2d(sm.b(st), map_w, t * kBK, k0, &sm.full[st]);
         }
         // A: this thread's kRowsPerThread chunks of 8 channels at (r, s, c) = kp; zero-filled in
         // the padding, past the last pixel and past GEMM_K (C*R*S % 8 == 0: a chunk is wholly in
@@ -214,7 +159,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         const bool kvalid = gk < g.RSC;
         const int rd = kp.r * g.dil, sd = kp.s * g.dil;
         const int off = (rd * g.w + sd) * g.c + kp.c;
-        uint8_t* as = a_tile(st) + dst0;
+        uint8_t* as = sm.a(st) + dst0;
 #pragma unroll
         for (int i = 0; i < C::kRowsPerThread; ++i) {
           const bool row_ok = kvalid && unsigned(ih0[i] + rd) < unsigned(g.h);
@@ -232,7 +177,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
         }
         // The hardware arrives on full[st] for this thread once these copies (and all its
         // earlier ones) have landed; the thread goes on to the next stage at once.
-        gpu100::mbar::cp_async_arrive_noinc(&full[st]);
+        gpu100::mbar::cp_async_arrive_noinc(&sm.full[st]);
         kp.advance(g);
         gk += kBK;
       }
@@ -243,78 +188,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     return;
   }
 
-  // ---- consumer warpgroups: wg owns pixels 64 wg .. 64 wg + 63 of the tile; warp w4 of it rows
-  // 16 w4 .. 16 w4 + 15 of those; lane (gq, tq): rows gq and gq + 8, filters 8 j + 2 tq + {0, 1}
-  // (the m64nN accumulator layout, wgmma.cuh) ----
-  const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
-  // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
-  auto release = [&](int st) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[st]);
-  };
-  int it = 0;
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int m_tile = tile / tiles_n;
-    const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
-    float d[kBN / 2];
-#pragma unroll
-    for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
-    for (int t = 0; t < num_slabs; ++t, ++it) {
-      const int st = it % kStages;
-      mbar_wait(&full[st], (it / kStages) & 1);  // slab it's A chunks and B box have landed
-      // A was written by cp.async (the generic proxy) and wgmma reads it through the async
-      // proxy: a proxy fence after the wait, before the reads (B came by TMA, already the async
-      // proxy).
-      fence_proxy_async_smem();
-      fence();  // wgmma.fence: the accumulator registers, before this slab's multiplies
-      // 4 k-steps of 16: each is 32 bytes further inside every 128-byte row (the swizzle is
-      // applied by the hardware on the address); this warpgroup's 64 A rows start 8 KB into the
-      // A tile.
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        const uint64_t da = make_desc(a_tile(st) + wg * 64 * 128 + kk * 32, 16, 1024);
-        const uint64_t db = make_desc(b_tile(st) + kk * 32, 16, 1024);
-        wgmma_k16<kBN>(d, da, db);
-      }
-      commit();
-      wait<1>();  // the previous slab's multiplies are done (this one's may still run)
-      if (t >= 1) release((it - 1) % kStages);
-    }
-    wait<0>();                    // the tile's last multiplies
-    release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
-
-    // ---- epilogue (straight from the registers, while the producer fills the next tile's
-    // stages): d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
-    // k0 + 8 j + 2 tq + e ----
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
-      if (m >= g.M) continue;
-      if constexpr (std::is_same_v<Y, float>) {
-        // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
-        // of one output plane, as v6.
-        const int n = m / g.PQ;
-        float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int k = k0 + 8 * j + 2 * tq + e;
-            if (k < g.k) {
-              yp[size_t(k) * g.PQ] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
-            }
-          }
-      } else {
-        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel.
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j) {
-          const int k = k0 + 8 * j + 2 * tq;
-          if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
-          nhwc::store_bf16_pair(op, grp.relu, m, k, g.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-        }
-      }
-    }
-  }
+  // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A came through the generic proxy ----
+  wgmma_conv::consume_tiles<C, Y, true>(g, op, grp.relu, tiles_m, tiles_n, num_slabs, sm);
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)map_w0, (void)map_w1;

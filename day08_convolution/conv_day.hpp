@@ -119,6 +119,12 @@ void conv2d_v6_implicit_gemm_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, c
 void conv2d_v9_implicit_gemm_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*,
                                              const __nv_bfloat16*, const float*, float*,
                                              cudaStream_t);
+// v10: v9 with A brought by the TMA engine in im2col mode (sm_90a only): one copy instruction per
+// slab (one filter tap x 64 channels), the copy engine walks the window; a one-warp producer. Needs
+// C % 8 == 0, a stride of at most 8, and 16-byte aligned x and w (v10_refusal); fp32 NKPQ out.
+void conv2d_v10_tma_im2col_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*,
+                                           const __nv_bfloat16*, const float*, float*,
+                                           cudaStream_t);
 // cuDNN bf16 NHWC (x, w and y bf16 NHWC; compute fp32; CUDNN_TENSOR_OP_MATH; the algorithm
 // cudnnFindConvolutionForwardAlgorithm picks): y is bf16 NPQK. No bias (refused: the bf16
 // configuration would need a bf16 bias and a second call). Throws std::runtime_error without cuDNN.
@@ -127,6 +133,7 @@ void conv2d_cudnn_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_b
 // "" when the variant runs this shape (with or without a bias), else the one-line reason.
 std::string v6_refusal(const ConvShape& s, bool bias);
 std::string v9_refusal(const ConvShape& s, bool bias);
+std::string v10_refusal(const ConvShape& s, bool bias);
 std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 
 // The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
@@ -146,6 +153,9 @@ void conv2d_v6_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
 template <class Y>
 void conv2d_v9_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);
+template <class Y>
+void conv2d_v10_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
+                      cudaStream_t stream);
 }  // namespace detail
 
 struct Conv2dVariant {

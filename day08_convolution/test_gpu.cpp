@@ -1,10 +1,10 @@
 // day08 GPU tests: every 1D, 2D and Conv2d variant against the CPU reference (double) at awkward
 // sizes (not tile multiples; C = 1 and 3; K = 1 and 5; stride 2; padding 0 and 2; R = S = 1, 3, 5;
 // dilation), fresh seeded inputs, outputs poisoned with NaN before each launch; conv2d_forward by
-// name ("best_fp32" included); the bf16 NHWC variants (v6, v9, cudnn_bf16_nhwc) against the CPU on
-// their bf16-rounded inputs at awkward shapes with C % 8 == 0, and v6's and v9's refusals; and,
-// with cuDNN, every variant against cuDNN at the benchmark shapes ([timing]: too slow for the
-// sanitizer runs).
+// name ("best_fp32" included); the bf16 NHWC variants (v6, v9, v10, cudnn_bf16_nhwc) against the
+// CPU on their bf16-rounded inputs at awkward shapes with C % 8 == 0, and their refusals; and, with
+// cuDNN, every variant against cuDNN at the benchmark shapes ([timing]: too slow for the sanitizer
+// runs).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -345,7 +345,7 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
     const auto again = d1.run(name, s1, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
   }
-  // The bf16 NHWC variants (v6, v9) at a C % 8 == 0 shape of the same kind.
+  // The bf16 NHWC variants (v6, v9, v10) at a C % 8 == 0 shape of the same kind.
   const day08::ConvShape s16 = make(2, 24, 33, 35, 67, 3, 3, 2, 1);
   Bf16Data d16(s16, 4343);
   for (const auto& v : day08::conv2d_variants()) {
@@ -361,7 +361,11 @@ namespace {
 
 // v6's awkward shapes: C = 8, 16, 24, 40, 64 (the 16-byte path needs C % 8 == 0; 24 and 40 put
 // (r, s) boundaries inside a 32-wide slab), H and W not tile multiples, K = 1, 5, 67, 70, stride
-// 2, padding 0 and 2, R = S = 1, 3, 5, R != S, dilation 2, a single output pixel.
+// 2, padding 0 and 2, R = S = 1, 3, 5, R != S, dilation 2, a single output pixel. Then v10's
+// (a slab is one tap x 64 channels, its A tile walked by the TMA across rows and images): C = 72
+// (a tap's second slab mostly zero-filled) with K = 130 (a partial 128-filter tile), C = 128 at
+// stride 2, C = 64 with padding 0 and K = 66, the 1x1 stride-2 shortcut; R != S above checks the
+// window corners' order (h and w differ there).
 std::vector<day08::ConvShape> bf16_shapes() {
   const std::vector<day08::ConvShape> all = {
       make(1, 8, 7, 9, 1, 3, 3, 1, 1),        // C = 8, K = 1
@@ -374,6 +378,10 @@ std::vector<day08::ConvShape> bf16_shapes() {
       make(2, 40, 15, 12, 9, 3, 5, 1, 2),     // R != S, C = 40
       make(1, 8, 5, 5, 1, 5, 5, 1, 0),        // a single output pixel
       make(2, 16, 130, 3, 3, 3, 3, 1, 1),     // tall and narrow: blocks span several rows
+      make(1, 72, 11, 13, 130, 3, 3, 1, 1),   // C = 72, K = 130
+      make(2, 128, 9, 7, 128, 3, 3, 2, 1),    // C = 128, stride 2
+      make(1, 64, 13, 17, 66, 3, 3, 1, 0),    // padding 0, K = 66
+      make(3, 64, 10, 9, 64, 1, 1, 2, 0),     // the 1x1 stride-2 shortcut
   };
   std::vector<day08::ConvShape> kept;
   for (const auto& s : all) {
@@ -438,7 +446,7 @@ TEST_CASE("v9 with C = 4 and an even S (two taps per 16-byte copy) matches the C
   REQUIRE_FALSE(v9.refusal(make(1, 4, 9, 9, 8, 3, 3, 1, 1), false).empty());
 }
 
-TEST_CASE("v6 and v9 reject C not a multiple of 8 and unaligned x or w, launching nothing",
+TEST_CASE("v6, v9 and v10 reject C not a multiple of 8 and unaligned x or w, launching nothing",
           "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day08::ConvShape s = make(1, 16, 9, 10, 5, 3, 3, 1, 1);
@@ -451,7 +459,8 @@ TEST_CASE("v6 and v9 reject C not a multiple of 8 and unaligned x or w, launchin
   };
   for (const Case c :
        {Case{"v6_implicit_gemm_bf16_nhwc", day08::conv2d_v6_implicit_gemm_bf16_nhwc},
-        Case{"v9_implicit_gemm_wgmma_bf16_nhwc", day08::conv2d_v9_implicit_gemm_wgmma_bf16_nhwc}}) {
+        Case{"v9_implicit_gemm_wgmma_bf16_nhwc", day08::conv2d_v9_implicit_gemm_wgmma_bf16_nhwc},
+        Case{"v10_tma_im2col_wgmma_bf16_nhwc", day08::conv2d_v10_tma_im2col_wgmma_bf16_nhwc}}) {
     INFO(c.name);
     data.d_y.poison();
     // 2 bytes past the buffer's start: not 16-byte aligned. (These are refused before the
@@ -507,14 +516,14 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
   }
 }
 
-TEST_CASE("v6 and v9 match cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
+TEST_CASE("v6, v9 and v10 match cuDNN bf16 NHWC at the ResNet layer", "[gpu][timing]") {
   GPU100_REQUIRE_BUILD(variant("v6_implicit_gemm_bf16_nhwc").needs, "v6_implicit_gemm_bf16_nhwc");
   if (!day08::have_cudnn()) {
     WARN("cuDNN not found: comparison skipped");
     return;
   }
   // Each against the CPU (on the same bf16-rounded inputs) at sampled outputs, then every output
-  // of v6 and v9 against cuDNN's (whose bf16 output rounding is in the tolerance).
+  // of v6, v9 and v10 against cuDNN's (whose bf16 output rounding is in the tolerance).
   const day08::ConvShape s = make(64, 64, 56, 56, 64, 3, 3, 1, 1);
   day08::ConvLayer layer(s, 7100, true);
   const day08::LayerCheck check(layer, false, 7100);

@@ -1,0 +1,184 @@
+#pragma once
+// day08's Hopper implicit GEMM, the parts v9 and v10 share: the tiling, the shared-memory stages
+// and the consumer warpgroups (wgmma main loop and epilogue). The two kernels differ only in their
+// producer, which fills each stage's A tile (the im2col rows) and B tile (the filters): v9 gathers
+// A with cp.async in a producer warpgroup, v10 asks the TMA engine for it in im2col mode.
+//
+// Tiles: 128 output pixels x kBN filters x 64 of GEMM_K per stage; kBN = 64 when K <= 64 (wgmma
+// m64n64k16; 32 accumulators per thread; sized for 2 blocks per SM), else 128 (m64n128k16; 64
+// accumulators; one block per SM).
+// Threads: warpgroups 0 and 1 consume (pixels 64 wg .. 64 wg + 63 of the tile); the producer's
+// threads follow them. Shared memory, from a 1024-byte boundary: kStages x [A: 128 rows x 128 bytes
+// | B: kBN rows x 128 bytes], then the 2 x kStages mbarriers. Both operands are K-major (a row is
+// 64 consecutive GEMM_K values of one pixel or one filter), in the 128-byte swizzle: the 16-byte
+// chunk j of row r sits at r * 128 + 16 (j ^ (r % 8)), which the TMA writes, which v9's producer
+// writes for A, and which the descriptors (swizzle mode 128B, 1024 bytes per 8 rows) read. The
+// stages go round between producer and consumers on mbarriers: `full` (the stage's A and B have
+// landed) and `empty` (all 8 consumer warps are done with it). Blocks are persistent: each loops
+// over output tiles (filter tiles fastest), and the stages and their barrier phases run on from one
+// tile to the next, counted by `it` (one per slab), so the producer fills the next tile's stages
+// while the consumers store this one's outputs. Every function here is called only from kernel
+// bodies compiled for sm_90a.
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "conv.hpp"
+#include "implicit_gemm_nhwc.cuh"
+#include "wgmma.cuh"
+
+namespace day08::wgmma_conv {
+
+using bf16 = __nv_bfloat16;
+
+// One tiling. kBN: filters per block (the wgmma's N); kProducerThreads: the producer's threads
+// (v9: a warpgroup, v10: one warp).
+template <int kBN_, int kProducerThreads_>
+struct Config {
+  static constexpr int kBM = 128, kBN = kBN_, kBK = 64, kStages = 4;
+  static constexpr int kConsumerWGs = 2, kConsumerWarps = 4 * kConsumerWGs;
+  static constexpr int kProducerThreads = kProducerThreads_;
+  static constexpr int kThreads = 128 * kConsumerWGs + kProducerThreads;
+  static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK bf16 per row
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr size_t kSmemBytes =
+      size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024 /* alignment */;
+  // kBN = 64: 97 KB of shared memory and few enough registers that 2 blocks fit an SM, so one
+  // block's epilogue and pipeline fill overlap the other's main loop; kBN = 128: 129 KB, one block.
+  static constexpr int kMinBlocks = kBN == 64 ? 2 : 1;
+  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64k16 or m64n128k16");
+  static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
+  static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
+};
+
+// The byte offset of 16-byte chunk j of row r in a tile of 128-byte rows, 128-byte swizzle.
+__device__ __forceinline__ int swizzle128(int r, int j) {
+  return r * 128 + ((j ^ (r & 7)) << 4);
+}
+
+// The block's stages and barriers in its dynamic shared memory.
+template <class C>
+struct Stages {
+  uint8_t* base;   // 1024-byte aligned: the 128-byte swizzle repeats every 1024 bytes
+  uint64_t* full;  // [kStages]
+  uint64_t* empty;
+  __device__ explicit Stages(uint8_t* smem_raw)
+      : base(smem_raw + ((1024 - (day04::wgmma::smem_addr(smem_raw) & 1023)) & 1023)),
+        full(reinterpret_cast<uint64_t*>(base + C::kStages * C::kStageBytes)),
+        empty(full + C::kStages) {}
+  __device__ uint8_t* a(int st) const { return base + st * C::kStageBytes; }
+  __device__ uint8_t* b(int st) const { return base + st * C::kStageBytes + C::kABytes; }
+};
+
+// Thread 0 sets up the barriers: `full` completes with `full_arrivals` arrivals (and the
+// transaction bytes the producer announces), `empty` with one arrival per consumer warp. The caller
+// then synchronises the block once; from there the roles meet only on the mbarriers.
+template <class C>
+__device__ __forceinline__ void init_stages(const Stages<C>& sm, int full_arrivals) {
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < C::kStages; ++st) {
+      day04::wgmma::mbar_init(&sm.full[st], full_arrivals);
+      day04::wgmma::mbar_init(&sm.empty[st], C::kConsumerWarps);
+    }
+    day04::wgmma::mbar_fence_init();
+  }
+}
+
+// d (64 x kBN) += A (64 x 16) * B (16 x kBN), both from shared memory, both K-major.
+template <int kBN>
+__device__ __forceinline__ void wgmma_k16(float (&d)[kBN / 2], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (kBN == 128) {
+    day04::wgmma::wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, 1);
+  } else {
+    day04::wgmma::wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, 1);
+  }
+}
+
+// The consumer warpgroups (threads 0 .. 255): for each of the block's tiles, num_slabs slabs of
+// 4 wgmma k-steps, then the epilogue straight from the registers while the producer fills the next
+// tile's stages. Warpgroup wg owns pixels 64 wg .. 64 wg + 63 of the tile; warp w4 of it rows
+// 16 w4 .. 16 w4 + 15 of those; lane (gq, tq): rows gq and gq + 8, filters 8 j + 2 tq + {0, 1}
+// (the m64nN accumulator layout, wgmma.cuh).
+// kAFromGenericProxy: A was written by cp.async (v9), which the wgmma reads through the async
+// proxy, so a proxy fence follows each wait; A brought by TMA (v10) is already in that proxy.
+// Y = float: the day's variant, fp32 NKPQ out (+ bias). Y = bf16: conv.hpp's fused layer form,
+// bf16 NPQK out with bias, residual and ReLU.
+template <class C, class Y, bool kAFromGenericProxy>
+__device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
+                                              const ConvOperands<bf16, Y>& op, bool relu,
+                                              int tiles_m, int tiles_n, int num_slabs,
+                                              const Stages<C>& sm) {
+  using namespace day04::wgmma;
+  constexpr int kBM = C::kBM, kBN = C::kBN, kBK = C::kBK, kStages = C::kStages;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
+  // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.empty[st]);
+  };
+  const int tiles = tiles_m * tiles_n;
+  int it = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m_tile = tile / tiles_n;
+    const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
+    float d[kBN / 2];
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
+    for (int t = 0; t < num_slabs; ++t, ++it) {
+      const int st = it % kStages;
+      mbar_wait(&sm.full[st], (it / kStages) & 1);  // slab it's A and B have landed
+      if constexpr (kAFromGenericProxy) fence_proxy_async_smem();
+      fence();  // wgmma.fence: the accumulator registers, before this slab's multiplies
+      // 4 k-steps of 16: each is 32 bytes further inside every 128-byte row (the swizzle is
+      // applied by the hardware on the address); this warpgroup's 64 A rows start 8 KB into the
+      // A tile.
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        const uint64_t da = make_desc(sm.a(st) + wg * 64 * 128 + kk * 32, 16, 1024);
+        const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
+        wgmma_k16<kBN>(d, da, db);
+      }
+      commit();
+      wait<1>();  // the previous slab's multiplies are done (this one's may still run)
+      if (t >= 1) release((it - 1) % kStages);
+    }
+    wait<0>();                    // the tile's last multiplies
+    release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
+
+    // ---- epilogue: d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
+    // k0 + 8 j + 2 tq + e ----
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
+      if (m >= g.M) continue;
+      if constexpr (std::is_same_v<Y, float>) {
+        // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
+        // of one output plane, as v6.
+        const int n = m / g.PQ;
+        float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = k0 + 8 * j + 2 * tq + e;
+            if (k < g.k) {
+              yp[size_t(k) * g.PQ] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+            }
+          }
+      } else {
+        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel.
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j) {
+          const int k = k0 + 8 * j + 2 * tq;
+          if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
+          nhwc::store_bf16_pair(op, relu, m, k, g.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace day08::wgmma_conv
