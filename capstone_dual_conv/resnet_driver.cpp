@@ -8,15 +8,23 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
 #include "common/device_info.hpp"
+#include "common/device_random.hpp"
 #include "common/errors.hpp"
 #include "common/random.hpp"
+#include "common/timer.hpp"
 #include "dual_conv.hpp"
 #include "resnet_cudnn.hpp"
 #include "resnet_weights.hpp"
+
+#if GPU100_HAVE_CUDNN
+#include "common/cudnn_check.hpp"
+#include "cudnn_conv_plan.hpp"
+#endif
 
 namespace capstone::resnet {
 
@@ -213,6 +221,62 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
   return r;
 }
 
+namespace {
+
+// The shape of a stage's 3x3 stride-1 convolution ("conv 3x3/1 l2": every one of them has the
+// same), or none for another kind.
+std::optional<day08::ConvShape> layer_shape_of(const std::vector<Net::StepTime>& steps,
+                                               const std::string& kind) {
+  if (kind.rfind("conv 3x3/1 l", 0) != 0) return std::nullopt;
+  for (const auto& st : steps) {
+    if (st.kind == kind) return st.shape;
+  }
+  return std::nullopt;
+}
+
+// cuDNN alone on one convolution of this shape, in the precision's configuration (bf16 NHWC;
+// TF32 tensor-op math; fp32 without tensor-op math, as the cuDNN network rows), with the
+// algorithm re-timed from cudnnFind's list (day08's CudnnConvPlan): the median of 20 runs after
+// 3 warm-ups, on random operands. The convolution only: no bias, residual or ReLU, which our
+// layers fuse (so it is the library's lower bound for the layer).
+double cudnn_layer_ms(const day08::ConvShape& s, Precision p) {
+#if GPU100_HAVE_CUDNN
+  const day08::CudnnPick pick = p == Precision::kBf16   ? day08::CudnnPick::kBf16Nhwc
+                                : p == Precision::kTf32 ? day08::CudnnPick::kTf32
+                                                        : day08::CudnnPick::kFp32NotTensorOp;
+  cudnnHandle_t handle = gpu100::cudnn_thread_handle();
+  const day08::CudnnConvPlan plan(handle, s, pick, nullptr);
+  const size_t elem = p == Precision::kBf16 ? 2 : 4;
+  const size_t xn = size_t(s.n) * s.c * s.h * s.w, wn = size_t(s.k) * s.c * s.r * s.s;
+  gpu100::DeviceBuffer<char> x(xn * elem), w(wn * elem),
+      y(size_t(s.n) * s.k * s.p() * s.q() * elem),
+      ws(std::max<size_t>(plan.found_workspace_bytes(), 1));
+  if (p == Precision::kBf16) {
+    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(x.data()), xn, 21);
+    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(w.data()), wn, 22);
+  } else {
+    gpu100::fill_uniform_device(reinterpret_cast<float*>(x.data()), xn, 21);
+    gpu100::fill_uniform_device(reinterpret_cast<float*>(w.data()), wn, 22);
+  }
+  gpu100::GpuTimer timer;
+  gpu100::TimingOptions t;
+  t.warmup = 3;
+  t.iters = 20;
+  return timer
+      .time(
+          [&] {
+            plan.forward(handle, x.data(), w.data(), y.data(), ws.data(), ws.bytes(), nullptr);
+          },
+          t)
+      .median_ms;
+#else
+  (void)s, (void)p;
+  return 0;
+#endif
+}
+
+}  // namespace
+
 std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeights& wts,
                                           const std::vector<const float*>& inputs, int n, int h,
                                           int w, double ceiling_gbps) {
@@ -244,6 +308,14 @@ std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeight
         sum->count++, sum->ms += st.ms, sum->flops += st.flops, sum->bytes += st.bytes;
       }
     }
+    // The four stages' 3x3 stride-1 convolutions together, then the whole forward.
+    Sum conv3;
+    for (const auto& [kind, sum] : kinds) {
+      if (kind.rfind("conv 3x3/1 l", 0) != 0) continue;
+      conv3.count += sum.count, conv3.ms += sum.ms, conv3.flops += sum.flops;
+      conv3.bytes += sum.bytes;
+    }
+    if (conv3.count > 0) kinds.push_back({"conv 3x3/1 (l1-l4)", conv3});
     kinds.push_back({"total", total});
     fmt::print(
         "layers, {} sequential, N={} {}x{} (median of 5 forwards, events between steps): "
@@ -257,10 +329,22 @@ std::vector<gpu100::ResultRow> layer_rows(const NetOptions& opt, const NetWeight
       r.ms = sum.ms;
       gpu100::derive(r, sum.bytes, sum.flops, ceiling_gbps, 0, 0);
       r.metrics = {{"steps", double(sum.count)}, {"share %", 100 * sum.ms / total.ms}};
-      fmt::print("  {:<16} x{:<3} {:9.3f} ms  {:5.1f}%  {:>14}  {:7.0f} GB/s ({:4.1f}% of copy)\n",
-                 kind, sum.count, sum.ms, 100 * sum.ms / total.ms,
-                 sum.flops > 0 ? fmt::format("{:.1f} TFLOP/s", sum.flops / (sum.ms * 1e9)) : "-",
-                 r.gbps.value_or(0), r.pct_of_ceiling.value_or(0));
+      // A stage's 3x3 layer: cuDNN on one of its convolutions, in this run, beside the mean of
+      // ours.
+      std::string vs;
+      if (const auto shape = layer_shape_of(steps, kind); shape && cudnn_available()) {
+        const double lib_ms = cudnn_layer_ms(*shape, p);
+        const double own_ms = sum.ms / sum.count, conv_flops = sum.flops / sum.count;
+        r.metrics.push_back({"cuDNN TFLOP/s", conv_flops / (lib_ms * 1e9)});
+        r.metrics.push_back({"x cuDNN", lib_ms / own_ms});
+        vs = fmt::format("  cuDNN {:.1f} TFLOP/s: {:.2f}x", conv_flops / (lib_ms * 1e9),
+                         lib_ms / own_ms);
+      }
+      fmt::print(
+          "  {:<18} x{:<3} {:9.3f} ms  {:5.1f}%  {:>14}  {:7.0f} GB/s ({:4.1f}% of copy){}\n", kind,
+          sum.count, sum.ms, 100 * sum.ms / total.ms,
+          sum.flops > 0 ? fmt::format("{:.1f} TFLOP/s", sum.flops / (sum.ms * 1e9)) : "-",
+          r.gbps.value_or(0), r.pct_of_ceiling.value_or(0), vs);
       rows.push_back(std::move(r));
     }
   }

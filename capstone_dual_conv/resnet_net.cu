@@ -469,9 +469,14 @@ void Net::forward_graph(const std::vector<const float*>& inputs, int n, int h, i
 }
 
 namespace {
+// "stem 7x7/2", "conv 3x3/1 l1" (a 3x3 convolution names its stage: l1 writes 64 channels, l2
+// 128, l3 256, l4 512), "shortcut 1x1/2".
 std::string step_kind(const ConvSpec& s, bool stem) {
   if (stem) return fmt::format("stem {}x{}/{}", s.r, s.r, s.stride);
-  return fmt::format("{} {}x{}/{}", s.r == 1 ? "shortcut" : "conv", s.r, s.r, s.stride);
+  if (s.r == 1) return fmt::format("shortcut {}x{}/{}", s.r, s.r, s.stride);
+  int stage = 1;
+  while ((64 << stage) <= s.c_out) ++stage;
+  return fmt::format("conv {}x{}/{} l{}", s.r, s.r, s.stride, stage);
 }
 }  // namespace
 
@@ -495,6 +500,7 @@ std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs,
         const Layer& l = trunk_[t].layers[op.layer];
         const ConvSpec& s = l.spec;
         st.kind = step_kind(s, op.layer == 0);
+        st.shape = conv_shape(s, s.c_in, n, op.h, op.w);
         st.flops = 2.0 * n * s.c_in * s.c_out * s.r * s.r * double(s.out(op.h)) * s.out(op.w);
         st.bytes += bf                  ? l.w16.size() * sizeof(bf16)
                     : l.wino.size() > 0 ? l.wino.size() * sizeof(float)
@@ -507,7 +513,9 @@ std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs,
       steps.push_back(st);
     }
   }
-  StepTime fc_step{"fc", 0, 2.0 * n * 512 * classes_ * double(trunk_.size())};
+  StepTime fc_step;
+  fc_step.kind = "fc";
+  fc_step.flops = 2.0 * n * 512 * classes_ * double(trunk_.size());
   fc_step.bytes =
       (double(n) * 512 * trunk_.size() + 512.0 * classes_ * trunk_.size() + double(n) * classes_) *
       sizeof(float);

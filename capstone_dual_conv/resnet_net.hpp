@@ -79,13 +79,14 @@ class Net {
                      cudaStream_t stream = nullptr);
 
   // Timed sequential forwards with an event between steps (the median of `reps` for each step):
-  // the GPU time of each step, named by its kind ("stem 7x7/2", "conv 3x3/1", "conv 3x3/2",
-  // "shortcut 1x1/2", "max pool", "avg pool", "convert", "fc"), its FLOPs (0 for the pools) and
-  // its compulsory bytes. For the README's breakdown.
+  // the GPU time of each step, named by its kind ("stem 7x7/2", "conv 3x3/1 l1" .. "l4" (the
+  // stage), "conv 3x3/2 l2", "shortcut 1x1/2", "max pool", "avg pool", "convert", "fc"), its FLOPs
+  // (0 for the pools) and its compulsory bytes. For the README's breakdown.
   struct StepTime {
     std::string kind;
     double ms = 0, flops = 0;
     double bytes = 0;  // the step's compulsory traffic: its inputs, weights and output, once each
+    day08::ConvShape shape;  // a convolution's shape, as the model defines it (unpadded channels)
   };
   std::vector<StepTime> profile(const std::vector<const float*>& inputs, int n, int h, int w,
                                 float* logits, int reps = 5);

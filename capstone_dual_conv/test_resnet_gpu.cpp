@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -553,13 +554,30 @@ TEST_CASE("resnet: the layer profile times every step and counts every FLOP", "[
     const auto steps = net.profile(ptrs, n, h, w, logits.data());
     double flops = 0;
     int convs = 0;
+    std::map<std::string, int> per_stage;  // the 3x3 stride-1 convolutions by stage
     for (const auto& st : steps) {
       REQUIRE(st.ms >= 0);
       flops += st.flops;
-      // The convolutions' kinds carry their filter and stride ("conv 3x3/1"); the pools' do not.
-      convs += st.kind.find('/') != std::string::npos ? 1 : 0;
+      // The convolutions' kinds carry their filter and stride ("conv 3x3/1 l2"); the pools' do not.
+      if (st.kind.find('/') == std::string::npos) continue;
+      ++convs;
+      if (st.kind.rfind("conv 3x3/1 l", 0) == 0) {
+        ++per_stage[st.kind];
+        // Stage l writes 64 << (l - 1) channels; its shape is the model's.
+        const int stage = st.kind.back() - '0';
+        CHECK(st.shape.k == (64 << (stage - 1)));
+        CHECK(st.shape.c == st.shape.k);
+        CHECK(st.shape.n == n);
+        CHECK(st.flops ==
+              Catch::Approx(2.0 * n * st.shape.c * st.shape.k * 9 * st.shape.p() * st.shape.q()));
+      }
     }
     CHECK(convs == 2 * 20);  // per trunk: the stem, 16 block convolutions, 3 shortcuts
+    // Per trunk: l1's 4, and 3 in each later stage (its first block's conv1 has stride 2).
+    CHECK(per_stage == std::map<std::string, int>{{"conv 3x3/1 l1", 8},
+                                                  {"conv 3x3/1 l2", 6},
+                                                  {"conv 3x3/1 l3", 6},
+                                                  {"conv 3x3/1 l4", 6}});
     CHECK(flops == Catch::Approx(net_flops(Model::kMcResNet18, h, w, 15)).epsilon(1e-9));
   }
 }

@@ -1,12 +1,13 @@
 #pragma once
 // day08::CudnnConvPlan: one cuDNN forward convolution (NCHW fp32 input, KCRS fp32 filters, NKPQ
 // fp32 output; or, for CudnnPick::kBf16Nhwc, the same tensors in bf16 NHWC) planned once: its
-// descriptors, the algorithm cudnnFindConvolutionForwardAlgorithm picks, and the workspace that
-// algorithm needs. day08's cudnn_fp32 / cudnn_tf32 / cudnn_bf16_nhwc rows
-// (cudnn_baselines.cpp) and the capstone's cuDNN rows both build on it, so the set-up is written
-// once. The caller owns the cuDNN handle and the workspace buffer (day08 keeps one handle per
-// thread, the capstone one per stream), and adds whatever else it launches (cudnnAddTensor for a
-// bias, cudnnConvolutionBiasActivationForward) through the descriptor accessors.
+// descriptors, the fastest of the algorithms cudnnFindConvolutionForwardAlgorithm returns (each
+// re-timed with the project's timer), and the workspace that algorithm needs. day08's cudnn_fp32 /
+// cudnn_tf32 / cudnn_bf16_nhwc rows (cudnn_baselines.cpp) and the capstone's cuDNN rows both build
+// on it, so the set-up is written once. The caller owns the cuDNN handle and the workspace buffer
+// (day08 keeps one handle per thread, the capstone one per stream), and adds whatever else it
+// launches (cudnnAddTensor for a bias, cudnnConvolutionBiasActivationForward) through the
+// descriptor accessors.
 //
 // Only for targets built with cuDNN (GPU100_HAVE_CUDNN, set by linking gpu100::cudnn, which
 // day08::conv does publicly when cuDNN is found): include it under #if GPU100_HAVE_CUDNN.
@@ -20,27 +21,27 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "conv.hpp"
 
 namespace day08 {
 
-// How the algorithm is taken from cudnnFind's list (sorted by time, fastest first). Each value
-// is the exact procedure its caller's rows were measured with, so sharing the code changed none.
+// Which of cudnnFind's results are candidates (each is then re-timed, the fastest kept).
 enum class CudnnPick {
-  // day08 cudnn_fp32. Descriptor in CUDNN_FMA_MATH (no tensor cores); the fastest FMA-math
-  // result, or if there is none the fastest default-math one; the launch uses that result's math.
+  // day08 cudnn_fp32. Descriptor in CUDNN_FMA_MATH (no tensor cores); the FMA-math results, or
+  // if there are none the default-math ones; the launch uses the chosen result's math.
   kFp32Fma,
-  // day08 cudnn_tf32. Descriptor in CUDNN_TENSOR_OP_MATH (cuDNN may use TF32 for fp32 data); the
-  // fastest result of any math; the launch uses that result's math.
+  // day08 cudnn_tf32. Descriptor in CUDNN_TENSOR_OP_MATH (cuDNN may use TF32 for fp32 data);
+  // results of any math; the launch uses the chosen result's math.
   kTf32,
-  // The capstone (fp32 as PyTorch with allow_tf32 off). Descriptor in CUDNN_FMA_MATH; the fastest
-  // result whose math is not CUDNN_TENSOR_OP_MATH; the descriptor stays in FMA math.
+  // The capstone (fp32 as PyTorch with allow_tf32 off). Descriptor in CUDNN_FMA_MATH; the results
+  // whose math is not CUDNN_TENSOR_OP_MATH; the descriptor stays in FMA math.
   kFp32NotTensorOp,
   // day08 cudnn_bf16_nhwc. x, w and y in bf16 NHWC (x [n][h][w][c], w [k][r][s][c], y
   // [n][p][q][k]; the bias descriptor stays fp32 NCHW), fp32 compute (cuDNN's
-  // PSEUDO_BFLOAT16_CONFIG, its only bf16 one), descriptor in CUDNN_TENSOR_OP_MATH; the fastest
-  // result of any math, launched with that result's math. The three picks above are fp32 NCHW.
+  // PSEUDO_BFLOAT16_CONFIG, its only bf16 one), descriptor in CUDNN_TENSOR_OP_MATH; results of
+  // any math, launched with the chosen result's math. The three picks above are fp32 NCHW.
   kBf16Nhwc,
 };
 
@@ -55,9 +56,11 @@ class CudnnConvPlan {
  public:
   // Builds the descriptors for `s` (x [n,c,h,w], w [k,c,r,s], y [n,k,p,q], bias [1,k,1,1], the
   // convolution with s's padding, stride and dilation), checks that cuDNN's output shape is
-  // s.p() x s.q(), and runs cudnnFindConvolutionForwardAlgorithm on `stream` (it times every
-  // algorithm on scratch buffers it allocates: slow, call it outside timed loops). Throws
-  // gpu100::CudnnError on a failed cuDNN call and CudnnNoAlgorithm as above.
+  // s.p() x s.q(), runs cudnnFindConvolutionForwardAlgorithm on `stream` (it times every
+  // algorithm once, on scratch buffers it allocates), then re-times the pick's candidates on
+  // scratch operands of its own with gpu100::GpuTimer and keeps the fastest (slow: call it
+  // outside timed loops). Throws gpu100::CudnnError on a failed cuDNN call and CudnnNoAlgorithm
+  // as above.
   CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick pick, cudaStream_t stream);
   ~CudnnConvPlan() = default;
   CudnnConvPlan(const CudnnConvPlan&) = delete;
@@ -75,7 +78,8 @@ class CudnnConvPlan {
   // cudnnGetConvolutionForwardWorkspaceSize for any algorithm on these descriptors (the capstone
   // sizes one workspace for its own choice and for the fused path's IMPLICIT_PRECOMP_GEMM).
   size_t workspace_bytes(cudnnHandle_t handle, cudnnConvolutionFwdAlgo_t algo) const;
-  // "IMPLICIT_PRECOMP_GEMM (FMA math, workspace 0.0 MB)": what the binaries print.
+  // "IMPLICIT_PRECOMP_GEMM (FMA math, workspace 0.0 MB; the fastest of 6 re-timed, 0.1234 ms;
+  // cudnnFind's first: WINOGRAD_NONFUSED)": what the binaries print.
   const std::string& choice() const { return choice_; }
 
   cudnnTensorDescriptor_t x_desc() const { return d_.x; }
@@ -96,6 +100,13 @@ class CudnnConvPlan {
     Descriptors& operator=(const Descriptors&) = delete;
     ~Descriptors();
   };
+  struct Retimed {
+    int index;  // into cudnnFind's results
+    double ms;  // its median time (0 when it was the only candidate)
+  };
+  Retimed retime(cudnnHandle_t handle, const ConvShape& s, CudnnPick pick,
+                 const cudnnConvolutionFwdAlgoPerf_t* perf, const std::vector<int>& candidates,
+                 cudaStream_t stream);
   Descriptors d_;
   cudnnConvolutionFwdAlgo_t algo_{};
   size_t found_workspace_bytes_ = 0;

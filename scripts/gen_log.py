@@ -12,8 +12,9 @@ ending in " throughput" one row per variant with its images/s at each batch size
 " layers" gives the networks' time per layer kind (capstone_mc_resnet18 --layers rows), and
 " ladder", with a folder for PATH, one row per results file in it (in name order): the networks'
 best times at each step of their optimisation.
-For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check and
-" torch-<model>" PyTorch's images/s per mode and batch size.
+For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check,
+" torch-layers" cuDNN's time on each 3x3 layer alone, and " torch-<model>" PyTorch's images/s per
+mode and batch size.
 
   scripts/gen_log.py           rewrite the tables in place
   scripts/gen_log.py --check   exit 1 if any table differs from its JSON (CI runs this as a test)
@@ -151,20 +152,28 @@ def render_layers(json_path):
              "for each step. GB/s counts each step's compulsory bytes (its input, residual, weights "
              "and output, once each).", ""]
     for prec, g in groups.items():
-        cols = "".join(f" {n} ms | {n} share | {n} TFLOP/s | {n} GB/s (% of copy) |" for n in g["batches"])
+        # A stage's 3x3 layer carries cuDNN's figure on one of its convolutions, from the same run.
+        lib = any("x cuDNN" in g[k]["metrics"] for k in g if isinstance(k, tuple))
+        per_n = 6 if lib else 4
+        cols = "".join(f" {n} ms | {n} share | {n} TFLOP/s | {n} GB/s (% of copy) |" +
+                       (f" {n} cuDNN TFLOP/s | {n} x cuDNN |" if lib else "") for n in g["batches"])
         lines += [f"**{prec}**", "", "| layer kind | steps |" + cols,
-                  "|---|---:|" + "---:|---:|---:|---:|" * len(g["batches"])]
+                  "|---|---:|" + "---:|" * per_n * len(g["batches"])]
         for kind in g["kinds"]:
             steps = next(int(g[(kind, n)]["metrics"]["steps"]) for n in g["batches"] if (kind, n) in g)
             cells = []
             for n in g["batches"]:
                 c = g.get((kind, n))
                 if c is None:
-                    cells += ["-"] * 4
+                    cells += ["-"] * per_n
                     continue
                 tf = "-" if c.get("tflops") is None else f"{c['tflops']:.1f}"
                 gb = "-" if c.get("gbps") is None else f"{c['gbps']:,.0f} ({c['pct_of_ceiling']:.0f}%)"
                 cells += [f"{c['ms']:.3f}", f"{c['metrics']['share %']:.1f}%", tf, gb]
+                if lib:
+                    m = c["metrics"]
+                    cells += [f"{m['cuDNN TFLOP/s']:.1f}" if "cuDNN TFLOP/s" in m else "-",
+                              f"{m['x cuDNN']:.2f}" if "x cuDNN" in m else "-"]
             name = f"**{kind}**" if kind == "total" else kind
             lines.append(f"| {name} | {steps} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -238,6 +247,29 @@ def render_torch_times(json_path, model):
     return "\n".join(lines) + "\n"
 
 
+def render_torch_layers(json_path):
+    """PyTorch's cuDNN on each 3x3 stride-1 layer alone: one row per layer, ms and TFLOP/s per
+    precision."""
+    data = json.loads((ROOT / json_path).read_text())
+    rows = data.get("layers", [])
+    precisions = list(dict.fromkeys(r["precision"] for r in rows))
+    lines = [torch_header(data, json_path), "",
+             "| layer | N | channels | H x W | " + " | ".join(f"{p} ms | {p} TFLOP/s" for p in precisions) + " |",
+             "|---|---:|---:|---|" + "---:|---:|" * len(precisions)]
+    for layer in dict.fromkeys(r["layer"] for r in rows):
+        first = next(r for r in rows if r["layer"] == layer)
+        cells = []
+        for p in precisions:
+            r = next((r for r in rows if r["layer"] == layer and r["precision"] == p), None)
+            if r is None or r["status"] != "ok":
+                cells += ["-" if r is None else r["status"], "-"]
+            else:
+                cells += [f"{r['ms']:.4f}", f"{r['tflops']:.1f}"]
+        lines.append(f"| {layer} | {first['batch']} | {first['channels']} | {first['h']} x {first['w']} | " +
+                     " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(json_path):
     data = json.loads((ROOT / json_path).read_text())
     # Columns that are empty for every case are left out.
@@ -269,6 +301,8 @@ def regenerate(text):
             body = render_ladder(m.group("path"))
         elif mode == "torch-checks":
             body = render_torch_checks(m.group("path"))
+        elif mode == "torch-layers":
+            body = render_torch_layers(m.group("path"))
         elif mode.startswith("torch-"):
             body = render_torch_times(m.group("path"), mode[len("torch-"):])
         else:

@@ -5,7 +5,8 @@ PyTorch at the same work. Run where PyTorch and a GPU are (the H100), after buil
   python3 scripts/torch_mc_resnet18.py [--out results/h100/mc_resnet18_vs_torch.json]
       [--binary build/capstone_dual_conv/capstone_mc_resnet18] [--skip-check] [--skip-timing]
       [--skip-compile] [--batches 1,8,32,64,128,256,512] [--resnet18-batches 1,4,8,16,32,64]
-      [--compile-batches 1,32] [--check-n 2] [--seed 1] [--iters 50] [--warmup 10]
+      [--compile-batches 1,32] [--compile-precisions bf16,tf32] [--layer-batch 32]
+      [--check-n 2] [--seed 1] [--iters 50] [--warmup 10]
 
 1. Check (per model: mc_resnet18 at 416 x 544, resnet18 at 224 x 224): random weights
    (export_weights.randomize) and a random input batch (uniform [-1, 1]) are written as tensor
@@ -14,12 +15,18 @@ PyTorch at the same work. Run where PyTorch and a GPU are (the H100), after buil
    with PyTorch's in float64 on the GPU: rel L2 = ||got - ref|| / ||ref||, tolerances fp32 1e-4,
    tf32 5e-3, bf16 3e-2. PyTorch's own fp32, TF32 and bf16 (the timed bf16 model below) logits get
    the same measure, for scale; only the binary's rows decide the exit code.
-2. Timing of PyTorch (no binary needed): eager fp32 (TF32 off), eager TF32, bf16 channels_last
-   with BN folded into the convs (eager, then replayed in a CUDA graph), and torch.compile
-   (max-autotune-no-cudagraphs) of that bf16 model replayed in a CUDA graph at --compile-batches.
+2. Timing of PyTorch (no binary needed), its fastest path in each precision: eager fp32 (TF32
+   off) and eager TF32; each of fp32, TF32 and bf16 with BN folded into the convs and the model
+   and inputs channels_last, replayed in a CUDA graph (bf16 also eager); and torch.compile
+   (max-autotune-no-cudagraphs) of the folded channels_last model replayed in a CUDA graph, in
+   the precisions of --compile-precisions (bf16 and TF32), at --compile-batches.
    Median of CUDA-event-timed runs after warm-ups; iterations are cut so that one point takes about
    --max-seconds. cudnn.benchmark is on. FLOPs = 2 x the MACs of the convs and the FC.
-3. One JSON file (--out, written again after each part) and a summary on stdout.
+3. Per layer (--layer-batch, default 32; 0 skips it): MC-ResNet18's four 3x3 stride-1 layers
+   (l1 64 channels at 104 x 136 ... l4 512 at 13 x 17) as one F.conv2d each, channels_last,
+   through cuDNN (cudnn.benchmark) in bf16 and TF32: the per-layer library figures the binary's
+   --layers rows are set beside.
+4. One JSON file (--out, written again after each part) and a summary on stdout.
 --skip-timing skips the eager and graph modes, --skip-compile the compiled one. On the H100 the
 check and those modes took about 6 minutes and the compiled mode (4 compiles) about 7: where a
 command has a 10-minute limit, run the compile part on its own, into its own file
@@ -60,8 +67,11 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 TOLERANCES = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 3e-2}
 # The summary's column titles of the timed modes (the JSON has the full names).
 MODE_LABELS = {"eager_fp32": "eager fp32", "eager_tf32": "eager tf32",
+               "fp32_cl_folded_graph": "fp32 + graph", "tf32_cl_folded_graph": "tf32 + graph",
                "bf16_cl_folded": "bf16 folded", "bf16_cl_folded_graph": "bf16 + graph",
-               "compile_bf16_cl_folded_graph": "compile + graph"}
+               "compile_bf16_cl_folded_graph": "compile + graph",
+               "compile_tf32_cl_folded_graph": "tf32 compile", "compile_fp32_cl_folded_graph":
+               "fp32 compile"}
 TAIL_LINES = 12  # lines of the binary's output kept for a row that did not pass
 
 
@@ -78,6 +88,13 @@ def parse_batches(text):
     return values
 
 
+def parse_precisions(text):
+    values = [v for v in text.split(",") if v]
+    if not values or any(v not in PRECISIONS for v in values):
+        raise argparse.ArgumentTypeError(f"precisions are fp32, tf32 and bf16: {text!r}")
+    return values
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--binary", default="build/capstone_dual_conv/capstone_mc_resnet18")
@@ -88,6 +105,10 @@ def parse_args():
                    help="ResNet-18 timing batches (224 x 224)")
     p.add_argument("--compile-batches", type=parse_batches, default="1,32",
                    help="batches of the torch.compile mode (both models)")
+    p.add_argument("--compile-precisions", type=parse_precisions, default="bf16,tf32",
+                   help="precisions of the torch.compile mode (bf16, tf32, fp32)")
+    p.add_argument("--layer-batch", type=int, default=32,
+                   help="batch of the per-layer cuDNN timings (0: skip them)")
     p.add_argument("--check-n", type=int, default=2, help="batch of the logits check")
     p.add_argument("--seed", type=int, default=1, help="weights: seed; inputs: seed + 1")
     p.add_argument("--iters", type=int, default=50, help="timed runs per point (at most)")
@@ -136,6 +157,11 @@ def fold_bn(model):
     if left:
         raise ValueError(f"fold_bn: {len(left)} BatchNorm2d left unfolded, e.g. {left[0]}")
     return model
+
+
+def fp32_cl_model(model):
+    """The timed fp32 / TF32 model: BN folded, fp32 weights, channels_last."""
+    return fold_bn(model).to(memory_format=torch.channels_last)
 
 
 def bf16_model(model):
@@ -354,25 +380,31 @@ def quiet_inductor():
         pass
 
 
-def timing_modes(model, skip_eager, skip_compile):
+def timing_modes(model, skip_eager, skip_compile, compile_precisions):
     """[(mode, precision, model, compile?, graph?)] in the order they are timed."""
     modes = []
     if not skip_eager:
         folded = bf16_model(model)
+        folded32 = fp32_cl_model(model)
         modes += [("eager_fp32", "fp32", model, False, False),
                   ("eager_tf32", "tf32", model, False, False),
+                  ("fp32_cl_folded_graph", "fp32", folded32, False, True),
+                  ("tf32_cl_folded_graph", "tf32", folded32, False, True),
                   ("bf16_cl_folded", "bf16", folded, False, False),
                   ("bf16_cl_folded_graph", "bf16", folded, False, True)]
-    if not skip_compile:
-        modes.append(("compile_bf16_cl_folded_graph", "bf16", bf16_model(model), True, True))
+    for p in ([] if skip_compile else compile_precisions):
+        net = bf16_model(model) if p == "bf16" else fp32_cl_model(model)
+        modes.append((f"compile_{p}_cl_folded_graph", p, net, True, True))
     return modes
 
 
-def timing_inputs(model_name, batch, h, w, precision):
-    """Inputs on the GPU for a timed mode: fp32 NCHW, or bf16 channels_last."""
+def timing_inputs(model_name, batch, h, w, precision, channels_last=None):
+    """Inputs on the GPU for a timed mode: fp32 NCHW, or channels_last (bf16 always)."""
     channels = (3, 1) if model_name == "mc_resnet18" else (3,)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    fmt = torch.channels_last if precision == "bf16" else torch.contiguous_format
+    if channels_last is None:
+        channels_last = precision == "bf16"
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
     return [torch.empty(batch, c, h, w, device="cuda", dtype=dtype).uniform_(-1, 1)
             .contiguous(memory_format=fmt) for c in channels]
 
@@ -385,7 +417,7 @@ def time_point(args, model_name, mode, batch, flops):
            "h": h, "w": w}
     set_tf32(precision == "tf32")
     try:
-        xs = timing_inputs(model_name, batch, h, w, precision)
+        xs = timing_inputs(model_name, batch, h, w, precision, channels_last="_cl_" in name)
         net = model
         if compiled:
             quiet_inductor()
@@ -431,7 +463,7 @@ def time_model(args, model_name, batches, compile_batches, results):
     results["flops_per_image"][model_name] = {"h": h, "w": w, "flops": flops}
     print(f"{model_name} at {h} x {w}: {flops / 1e9:.3f} GFLOP per image", flush=True)
     modes = timing_modes(model, args.skip_timing or not batches,
-                         args.skip_compile or not compile_batches)
+                         args.skip_compile or not compile_batches, args.compile_precisions)
     for mode in modes:
         oom_at = None
         for batch in (compile_batches if mode[3] else batches):
@@ -446,7 +478,46 @@ def time_model(args, model_name, batches, compile_batches, results):
             write_json(args.out, results)
 
 
-# ---------------------------------------------------------------- 3. the JSON and the summary
+# ---------------------------------------------------------------- 3. the layers, one at a time
+
+# MC-ResNet18's 3x3 stride-1 layers at 416 x 544: (name, channels, height, width).
+LAYERS = (("l1", 64, 104, 136), ("l2", 128, 52, 68), ("l3", 256, 26, 34), ("l4", 512, 13, 17))
+
+
+def time_layers(args, results):
+    """Each layer's convolution alone through cuDNN (F.conv2d, channels_last, cudnn.benchmark),
+    in bf16 and TF32, at --layer-batch: rows with ms and TFLOP/s."""
+    n = args.layer_batch
+    for name, c, h, w in LAYERS:
+        flops = 2.0 * n * c * c * 9 * h * w
+        for precision in ("bf16", "tf32"):
+            set_tf32(precision == "tf32")
+            dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+            row = {"layer": name, "precision": precision, "batch": n, "channels": c, "h": h,
+                   "w": w, "flops": flops}
+            try:
+                x = torch.empty(n, c, h, w, device="cuda", dtype=dtype).uniform_(-1, 1) \
+                    .contiguous(memory_format=torch.channels_last)
+                wt = (torch.empty(c, c, 3, 3, device="cuda", dtype=dtype).uniform_(-1, 1) / 24) \
+                    .contiguous(memory_format=torch.channels_last)
+                ms, ms_min, iters = time_ms(lambda: torch.nn.functional.conv2d(x, wt, padding=1),
+                                            args)
+                row.update(status="ok", ms=round(ms, 5), ms_min=round(ms_min, 5), iters=iters,
+                           tflops=round(flops / (ms * 1e-3) / 1e12, 1))
+            except Exception as e:  # recorded, as the timing modes do
+                row.update(status="error", note=f"{type(e).__name__}: {str(e).strip()[:300]}")
+            finally:
+                x = wt = None
+                torch.cuda.empty_cache()
+            set_tf32(False)
+            results["layers"].append(row)
+            cell = f"{row['ms']:.4f} ms {row['tflops']:.1f} TFLOP/s" if row["status"] == "ok" \
+                else row["status"]
+            print(f"layer {name} {precision} N={n}: {cell}", flush=True)
+            write_json(args.out, results)
+
+
+# ---------------------------------------------------------------- 4. the JSON and the summary
 
 def read_previous(path):
     """The results an earlier run wrote to `path` ({} when there are none)."""
@@ -464,6 +535,8 @@ def merge_previous(old, results):
         results["all_checks_pass"] = old.get("all_checks_pass")
     for key in ("flops_per_image",):
         results[key] = {**old.get(key, {}), **results[key]}
+    if not results["layers"]:
+        results["layers"] = old.get("layers", [])
     redone = {(t["model"], t["mode"], t["batch"]) for t in results["timings"]}
     kept = [t for t in old.get("timings", []) if (t["model"], t["mode"], t["batch"]) not in redone]
     results["timings"] = kept + results["timings"]
@@ -497,6 +570,7 @@ def new_results(args):
         "flops_per_image": {},
         "checks": [],
         "timings": [],
+        "layers": [],
         "all_checks_pass": None,
         "complete": False,
     }
@@ -614,6 +688,9 @@ def main():
         with torch.no_grad():
             time_model(args, "mc_resnet18", args.batches, args.compile_batches, results)
             time_model(args, "resnet18", args.resnet18_batches, args.compile_batches, results)
+    if args.layer_batch > 0:
+        with torch.no_grad():
+            time_layers(args, results)
     results["complete"] = True
     if args.merge:
         merge_previous(previous, results)

@@ -6,7 +6,9 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
+#include "common/device_random.hpp"
 #include "common/errors.hpp"
+#include "common/half.hpp"
 #include "common/random.hpp"
 #include "common/timer.hpp"
 
@@ -58,6 +60,30 @@ TEST_CASE("DeviceBuffer: upload, download, poison, move", "[gpu]") {
   gpu100::PinnedBuffer<int> pinned(16);
   pinned[15] = 7;
   CHECK(pinned[15] == 7);
+}
+
+TEST_CASE("fill_uniform_device writes random_vector's values, never zero", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  for (size_t n : {size_t(1), size_t(1031), size_t(300001)}) {
+    INFO("n = " << n);
+    const auto host = gpu100::random_vector<float>(n, 77);
+    gpu100::DeviceBuffer<float> d(n + 1);
+    d.poison();
+    gpu100::fill_uniform_device(d.data(), n, 77);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got = d.download();
+    for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == host[i]);
+    REQUIRE(std::isnan(got[n]));  // nothing past n
+    gpu100::DeviceBuffer<__nv_bfloat16> h(n);
+    h.poison();
+    gpu100::fill_uniform_device(h.data(), n, 77);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<__nv_bfloat16> got16 = h.download();
+    for (size_t i = 0; i < n; ++i) {
+      REQUIRE(__bfloat162float(got16[i]) == __bfloat162float(__float2bfloat16(host[i])));
+      REQUIRE(__bfloat162float(got16[i]) != 0.f);
+    }
+  }
 }
 
 TEST_CASE("CUDA_CHECK throws with the call's text, and an impossible allocation is an error",

@@ -8,10 +8,18 @@
 #include <cstdint>
 #include <vector>
 
+// The hash and the value below are callable from device code too (fill_uniform_device,
+// device_random.hpp, computes the same values on the GPU).
+#if defined(__CUDACC__)
+#define GPU100_HOST_DEVICE __host__ __device__
+#else
+#define GPU100_HOST_DEVICE
+#endif
+
 namespace gpu100 {
 
 // The SplitMix64 finaliser (Steele, Lea, Flood 2014): a well-mixed 64-bit hash of x.
-constexpr uint64_t splitmix64(uint64_t x) {
+GPU100_HOST_DEVICE constexpr uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -20,7 +28,7 @@ constexpr uint64_t splitmix64(uint64_t x) {
 
 // A value in (lo, hi): the 24-bit grid point (k + 1/2) / 2^24 mapped onto the interval, so with
 // a symmetric interval such as [-1, 1] it is never exactly zero (zero would need 2k + 1 = 2^24).
-inline double uniform_at(uint64_t seed, uint64_t i, double lo, double hi) {
+GPU100_HOST_DEVICE inline double uniform_at(uint64_t seed, uint64_t i, double lo, double hi) {
   const uint64_t k = splitmix64(seed * 0x9E3779B97F4A7C15ull + i) >> 40;  // top 24 bits
   return lo + (hi - lo) * ((double(k) + 0.5) / double(1 << 24));
 }
