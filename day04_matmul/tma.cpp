@@ -14,31 +14,26 @@ namespace day04 {
 
 namespace {
 
+// A driver entry point, in CUDA 12.0's version of its interface (each caller keeps it once).
+template <class Fn>
+Fn driver_entry(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &status));
+  if (status != cudaDriverEntryPointSuccess || p == nullptr) {
+    throw std::runtime_error(std::string(name) + " is not available from the driver");
+  }
+  return reinterpret_cast<Fn>(p);
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || p == nullptr) {
-      throw std::runtime_error("cuTensorMapEncodeTiled is not available from the driver");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
+  static const auto fn = driver_entry<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled");
   return fn;
 }
 
 PFN_cuTensorMapEncodeIm2col_v12000 encode_im2col_fn() {
-  static PFN_cuTensorMapEncodeIm2col_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000,
-                                                cudaEnableDefault, &status));
-    if (status != cudaDriverEntryPointSuccess || p == nullptr) {
-      throw std::runtime_error("cuTensorMapEncodeIm2col is not available from the driver");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(p);
-  }();
+  static const auto fn =
+      driver_entry<PFN_cuTensorMapEncodeIm2col_v12000>("cuTensorMapEncodeIm2col");
   return fn;
 }
 

@@ -133,18 +133,9 @@ CUtensorMap im2col_map(const ConvShape& s, const bf16* x, int pixels, int channe
 
 template <class C, class Y>
 void launch_v10(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(
-        conv2d_v10_kernel<C, Y>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)));
-    return true;
-  }();
-  (void)attr_set;
   const Params g = nhwc::make_params(s, C::kBK);
-  const int tiles_n = gpu100::ceil_div(s.k, C::kBN), tiles_m = gpu100::ceil_div(g.M, C::kBM);
-  const int64_t tiles = int64_t(tiles_m) * tiles_n;
-  if (tiles > int64_t(INT_MAX)) {
-    throw std::invalid_argument(std::string(kName) + ": more output tiles than a grid holds");
-  }
+  const wgmma_conv::PersistentGrid p =
+      wgmma_conv::persistent_grid<C, conv2d_v10_kernel<C, Y>>(kName, g.M, s.k, grp.count);
   // x in im2col boxes of 128 pixels x 64 channels; the weights as a K x R*S*C matrix in boxes of
   // kBN filters x 64 of GEMM_K (128 bytes: the 128-byte swizzle the descriptors expect). A group
   // of one passes its maps twice.
@@ -154,20 +145,8 @@ void launch_v10(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t 
   maps.x1 = grp.count > 1 ? im2col_map(s, grp.op[1].x, C::kBM, C::kBK) : maps.x0;
   maps.w1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
-  // Persistent: as many blocks as fit on the GPU at once (shared among the group's
-  // convolutions), each looping over tiles; fewer when there are fewer tiles.
-  static const int resident = [] {
-    int per_sm = 0, dev = 0, sms = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, conv2d_v10_kernel<C, Y>,
-                                                             C::kThreads, C::kSmemBytes));
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return std::max(1, per_sm) * sms;
-  }();
-  const int64_t blocks = std::min<int64_t>(tiles, std::max(1, resident / grp.count));
-  const dim3 grid(static_cast<unsigned>(blocks), 1, grp.count);
-  conv2d_v10_kernel<C, Y><<<grid, C::kThreads, C::kSmemBytes, stream>>>(
-      g, grp, tiles_m, tiles_n, gpu100::ceil_div(s.c, C::kBK), maps);
+  conv2d_v10_kernel<C, Y><<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(
+      g, grp, p.tiles_m, p.tiles_n, gpu100::ceil_div(s.c, C::kBK), maps);
   CUDA_CHECK_LAST();
 }
 
@@ -190,17 +169,7 @@ std::string v10_refusal(const ConvShape& s, bool /*bias*/) {
 namespace detail {
 template <class Y>
 void conv2d_v10_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
-  if (const std::string why = v10_refusal(s, false); !why.empty()) {
-    throw std::invalid_argument(std::string(kName) + ": " + why);
-  }
-  if constexpr (std::is_same_v<Y, bf16>) {
-    if (s.k % 2 != 0) {
-      throw std::invalid_argument(std::string(kName) +
-                                  ": K must be even for bf16 output (two channels per store)");
-    }
-  }
-  nhwc::require_aligned16(kName, grp, "TMA copies");
-  gpu100::require_build(gpu100::ArchNeed::kSm90a, kName);
+  wgmma_conv::check_launch(kName, v10_refusal(s, false), s, grp, "TMA copies");
   if (s.k <= 64) {
     launch_v10<V10Config<64>, Y>(s, grp, stream);
   } else {

@@ -198,38 +198,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
 template <class C, class Y, bool kPairs>
 void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(conv2d_v9_kernel<C, Y, kPairs>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(C::kSmemBytes)));
-    return true;
-  }();
-  (void)attr_set;
   const Params g = nhwc::make_params(s, C::kBK);
-  const int tiles_n = gpu100::ceil_div(s.k, C::kBN), tiles_m = gpu100::ceil_div(g.M, C::kBM);
-  const int64_t tiles = int64_t(tiles_m) * tiles_n;
-  if (tiles > int64_t(INT_MAX)) {
-    throw std::invalid_argument(std::string(kName) + ": more output tiles than a grid holds");
-  }
+  const wgmma_conv::PersistentGrid p =
+      wgmma_conv::persistent_grid<C, conv2d_v9_kernel<C, Y, kPairs>>(kName, g.M, s.k, grp.count);
   // The weights as a K x R*S*C matrix, read in boxes of kBN filters x 64 of GEMM_K (128 bytes:
   // the 128-byte swizzle the descriptors expect). A group of one passes its map twice.
   const CUtensorMap map0 = day04::make_tma_map_2d(grp.op[0].w, s.k, g.RSC, C::kBN, C::kBK);
   const CUtensorMap map1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : map0;
-  // Persistent: as many blocks as fit on the GPU at once (shared among the group's
-  // convolutions), each looping over tiles; fewer when there are fewer tiles.
-  static const int resident = [] {
-    int per_sm = 0, dev = 0, sms = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, conv2d_v9_kernel<C, Y, kPairs>, C::kThreads, C::kSmemBytes));
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return std::max(1, per_sm) * sms;
-  }();
-  const int64_t blocks = std::min<int64_t>(tiles, std::max(1, resident / grp.count));
-  const dim3 grid(static_cast<unsigned>(blocks), 1, grp.count);
   conv2d_v9_kernel<C, Y, kPairs>
-      <<<grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, tiles_m, tiles_n, map0, map1);
+      <<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, p.tiles_m, p.tiles_n, map0, map1);
   CUDA_CHECK_LAST();
 }
 
@@ -238,17 +216,7 @@ void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t s
 namespace detail {
 template <class Y>
 void conv2d_v9_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
-  if (const std::string why = v9_refusal(s, false); !why.empty()) {
-    throw std::invalid_argument(std::string(kName) + ": " + why);
-  }
-  if constexpr (std::is_same_v<Y, bf16>) {
-    if (s.k % 2 != 0) {
-      throw std::invalid_argument(std::string(kName) +
-                                  ": K must be even for bf16 output (two channels per store)");
-    }
-  }
-  nhwc::require_aligned16(kName, grp, "16-byte cp.async, TMA");
-  gpu100::require_build(gpu100::ArchNeed::kSm90a, kName);
+  wgmma_conv::check_launch(kName, v9_refusal(s, false), s, grp, "16-byte cp.async, TMA");
   const bool pairs = s.c % 8 != 0;  // C = 4, S even (v9_refusal)
   if (s.k <= 64) {
     pairs ? launch_v9<V9Config<64>, Y, true>(s, grp, stream)

@@ -181,4 +181,56 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
   }
 }
 
+// ---- host side: what v9's and v10's launchers share ----------------------------------------
+
+// The group launcher's checks, before any CUDA call (std::invalid_argument, or ArchUnavailable for
+// the build): the variant's refusal of the shape ("" when it takes it), an even K for the bf16
+// output (two channels per store), 16-byte aligned x and w (`aligned_for` says what needs it), and
+// sm_90a code for this GPU.
+template <class Y>
+void check_launch(const char* name, const std::string& refusal, const ConvShape& s,
+                  const ConvGroup<bf16, Y>& grp, const char* aligned_for) {
+  if (!refusal.empty()) throw std::invalid_argument(std::string(name) + ": " + refusal);
+  if constexpr (std::is_same_v<Y, bf16>) {
+    if (s.k % 2 != 0) {
+      throw std::invalid_argument(std::string(name) +
+                                  ": K must be even for bf16 output (two channels per store)");
+    }
+  }
+  nhwc::require_aligned16(name, grp, aligned_for);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, name);
+}
+
+// The persistent launch: M x K in tiles of C's kBM x kBN, and as many blocks as fit on the GPU at
+// once (shared among the group's convolutions), each looping over tiles; fewer when there are
+// fewer tiles. The first call for a kernel sets its dynamic shared memory and asks the occupancy
+// once. Throws std::invalid_argument when the tiles overflow a grid's int.
+struct PersistentGrid {
+  int tiles_m, tiles_n;
+  dim3 grid;
+};
+template <class C, auto kKernel>
+PersistentGrid persistent_grid(const char* name, int m, int k, int group_count) {
+  static const int resident = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(C::kSmemBytes)));
+    int per_sm = 0, dev = 0, sms = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, C::kThreads,
+                                                             C::kSmemBytes));
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    return std::max(1, per_sm) * sms;
+  }();
+  PersistentGrid p;
+  p.tiles_n = gpu100::ceil_div(k, C::kBN);
+  p.tiles_m = gpu100::ceil_div(m, C::kBM);
+  const int64_t tiles = int64_t(p.tiles_m) * p.tiles_n;
+  if (tiles > int64_t(INT_MAX)) {
+    throw std::invalid_argument(std::string(name) + ": more output tiles than a grid holds");
+  }
+  const int64_t blocks = std::min<int64_t>(tiles, std::max(1, resident / group_count));
+  p.grid = dim3(static_cast<unsigned>(blocks), 1, group_count);
+  return p;
+}
+
 }  // namespace day08::wgmma_conv
