@@ -93,25 +93,41 @@ CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4]
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
 }
 
-CUtensorMap make_tma_map_im2col_nhwc(const __nv_bfloat16* ptr, int n, int h, int w, int c,
-                                     int lower_h, int lower_w, int upper_h, int upper_w,
-                                     int stride_h, int stride_w, int pixels, int channels) {
+namespace {
+template <typename T>
+CUtensorMap im2col_nhwc(CUtensorMapDataType type, const T* ptr, int n, int h, int w, int c,
+                        int lower_h, int lower_w, int upper_h, int upper_w, int stride_h,
+                        int stride_w, int pixels, int channels) {
   // Dimensions innermost first (c, w, h, n), and the corners and strides in the same order.
   const cuuint64_t dims[4] = {cuuint64_t(c), cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
-  const cuuint64_t row = cuuint64_t(c) * sizeof(__nv_bfloat16);
+  const cuuint64_t row = cuuint64_t(c) * sizeof(T);
   const cuuint64_t strides[3] = {row, row * cuuint64_t(w), row * cuuint64_t(w) * cuuint64_t(h)};
   const int lower[2] = {lower_w, lower_h}, upper[2] = {upper_w, upper_h};
   const cuuint32_t elem_strides[4] = {1, cuuint32_t(stride_w), cuuint32_t(stride_h), 1};
   CUtensorMap map{};
-  const CUresult r =
-      encode_im2col_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<__nv_bfloat16*>(ptr),
-                         dims, strides, lower, upper, cuuint32_t(channels), cuuint32_t(pixels),
-                         elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode_im2col_fn()(
+      &map, type, 4, const_cast<T*>(ptr), dims, strides, lower, upper, cuuint32_t(channels),
+      cuuint32_t(pixels), elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     throw std::runtime_error("cuTensorMapEncodeIm2col failed with CUresult " + std::to_string(r));
   }
   return map;
+}
+}  // namespace
+
+CUtensorMap make_tma_map_im2col_nhwc(const __nv_bfloat16* ptr, int n, int h, int w, int c,
+                                     int lower_h, int lower_w, int upper_h, int upper_w,
+                                     int stride_h, int stride_w, int pixels, int channels) {
+  return im2col_nhwc(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptr, n, h, w, c, lower_h, lower_w, upper_h,
+                     upper_w, stride_h, stride_w, pixels, channels);
+}
+
+CUtensorMap make_tma_map_im2col_nhwc(const float* ptr, int n, int h, int w, int c, int lower_h,
+                                     int lower_w, int upper_h, int upper_w, int stride_h,
+                                     int stride_w, int pixels, int channels) {
+  return im2col_nhwc(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptr, n, h, w, c, lower_h, lower_w, upper_h,
+                     upper_w, stride_h, stride_w, pixels, channels);
 }
 
 }  // namespace day04

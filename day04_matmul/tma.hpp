@@ -24,17 +24,20 @@ CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int row
 CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4],
                             const long long (&strides)[3], const int (&box)[4]);
 
-// A bf16 NHWC tensor [n][h][w][c] read in im2col mode, for a convolution's implicit GEMM (day08's
-// v10): one copy brings `pixels` consecutive output pixels (w fastest, then h, then n) x
-// `channels` channels of one filter tap (channels x 2 = 128 bytes), zero-filled in the padding
-// and past the tensor. The window corners of the first tap bound the box the copy walks: from
-// (lower_h, lower_w) to (h + upper_h, w + upper_w) exclusive, in steps of (stride_h, stride_w).
-// For a convolution with padding pad and an R x S window of dilation dil: lower = -pad, upper =
-// pad - (R - 1) dil (h) and pad - (S - 1) dil (w). c % 8 == 0 and a 16-byte aligned ptr; the
-// corners within [-128, 127], the strides within [1, 8]. Throws std::runtime_error when the driver
-// rejects it.
+// A bf16 or fp32 NHWC tensor [n][h][w][c] read in im2col mode, for a convolution's implicit GEMM
+// (day08's v10 and v11): one copy brings `pixels` consecutive output pixels (w fastest, then h,
+// then n) x `channels` channels of one filter tap (channels x the element size = 128 bytes),
+// zero-filled in the padding and past the tensor. The window corners of the first tap bound the box
+// the copy walks: from (lower_h, lower_w) to (h + upper_h, w + upper_w) exclusive, in steps of
+// (stride_h, stride_w). For a convolution with padding pad and an R x S window of dilation dil:
+// lower = -pad, upper = pad - (R - 1) dil (h) and pad - (S - 1) dil (w). Rows of whole 16-byte
+// units (c % 8 == 0 in bf16, c % 4 == 0 in fp32) and a 16-byte aligned ptr; the corners within
+// [-128, 127], the strides within [1, 8]. Throws std::runtime_error when the driver rejects it.
 CUtensorMap make_tma_map_im2col_nhwc(const __nv_bfloat16* ptr, int n, int h, int w, int c,
                                      int lower_h, int lower_w, int upper_h, int upper_w,
                                      int stride_h, int stride_w, int pixels, int channels);
+CUtensorMap make_tma_map_im2col_nhwc(const float* ptr, int n, int h, int w, int c, int lower_h,
+                                     int lower_w, int upper_h, int upper_w, int stride_h,
+                                     int stride_w, int pixels, int channels);
 
 }  // namespace day04

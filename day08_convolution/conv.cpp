@@ -171,7 +171,7 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
 }
 
 namespace {
-// The registry's bf16 NHWC entries: y is fp32 NKPQ for v6, v9 and v10, bf16 NPQK for cuDNN
+// The registry's NHWC entries: y is fp32 NKPQ for v6, v9, v10 and v11, bf16 NPQK for cuDNN
 // (y_bf16_npqk).
 void v6_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   const float* bias, void* y, cudaStream_t stream) {
@@ -184,6 +184,10 @@ void v9_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat1
 void v10_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                    const float* bias, void* y, cudaStream_t stream) {
   conv2d_v10_tma_im2col_wgmma_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
+}
+void v11_f32_nhwc(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
+                  cudaStream_t stream) {
+  conv2d_v11_tma_im2col_wgmma_tf32_nhwc(s, x, w, bias, y, stream);
 }
 void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                      const float* bias, void* y, cudaStream_t stream) {
@@ -240,6 +244,10 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            "the copy engine walks the window; a one-warp producer",
            P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v10_bf16_nhwc, false, v10_refusal, 1,
            gpu100::ArchNeed::kSm90a},
+          {"v11_tma_im2col_wgmma_tf32_nhwc",
+           "v10 on fp32 NHWC operands as TF32: wgmma m64nNk8.tf32, a slab is a tap x 32 channels",
+           P::kTf32, nullptr, false, "cudnn_tf32", nullptr, false, v11_refusal, 1,
+           gpu100::ArchNeed::kSm90a, "", v11_f32_nhwc},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
           // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
           // ResNet layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.
@@ -270,7 +278,7 @@ void conv2d_forward(const std::string& variant, const ConvShape& s, const float*
   }
   if (v->launch == nullptr) {
     throw std::invalid_argument("conv2d_forward: '" + variant +
-                                "' takes bf16 NHWC inputs (conv_day.hpp), not fp32 NCHW");
+                                "' takes NHWC inputs (conv_day.hpp), not fp32 NCHW");
   }
   v->launch(s, x, w, bias, y, stream);
 }
@@ -278,7 +286,7 @@ void conv2d_forward(const std::string& variant, const ConvShape& s, const float*
 std::vector<std::string> conv2d_variant_names() {
   std::vector<std::string> names;
   for (const auto& v : conv2d_variants()) {
-    if (v.launch == nullptr) continue;  // bf16 NHWC: not callable through conv2d_forward
+    if (v.launch == nullptr) continue;  // NHWC: not callable through conv2d_forward
     if (!v.is_library || have_cudnn()) names.emplace_back(v.name);
   }
   names.emplace_back("best_fp32");
@@ -331,6 +339,16 @@ void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGro
   } else {
     throw std::invalid_argument("conv2d_fused: bf16 takes NHWC operands (conv2d_fused_bf16_nhwc)");
   }
+}
+
+bool conv2d_fused_tf32_nhwc_takes(const ConvShape& s) {
+  return gpu100::build_has(gpu100::ArchNeed::kSm90a) && v11_refusal(s, false).empty() &&
+         s.k % 2 == 0;
+}
+
+void conv2d_fused_tf32_nhwc(const ConvShape& s, const ConvGroup<float>& g, cudaStream_t stream) {
+  check_group("conv2d_fused_tf32_nhwc", s, g);
+  detail::conv2d_v11_group(s, g, stream);  // its checks: the shape, K even, alignment, the build
 }
 
 bool winograd_takes(const ConvShape& s) {

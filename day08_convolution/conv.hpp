@@ -80,6 +80,22 @@ FusedBf16Kernel conv2d_fused_bf16_kernel(const ConvShape& s, const ConvGroup<__n
 // operands): C % 8 == 0 everywhere; C = 4 with an even S too where it runs v9's kernel.
 bool conv2d_fused_bf16_takes(const ConvShape& s);
 
+// fp32 NHWC in (x [n][h][w][c], w KRSC [k][r][s][c]), fp32 NHWC out (y and residual
+// [n][p][q][k]), multiplied as TF32 with fp32 accumulation, with this epilogue: day08 v11's kernel
+// (TMA im2col, wgmma), which runs only where the GPU executes this build's sm_90a code
+// (conv2d_fused_tf32_nhwc_takes; gpu100::ArchUnavailable elsewhere). Needs C % 4 == 0, K % 2 == 0
+// and 16-byte aligned x and w (std::invalid_argument otherwise); C % 32 == 0 wastes no work.
+// y is stored rounded to TF32 (to nearest, cvt.rna): the TMA copies x as it is and the tensor core
+// truncates what is not TF32 already, a bias toward zero of up to 2^-10 per operand that compounds
+// through a network's layers (measured on MC-ResNet18 before this rounding: logits 16x further
+// from the CPU's than with v5's rounding). So a layer's output is exact TF32 for the next; give
+// the filters rounded too (gpu100::round_to_tf32, common/half.hpp).
+void conv2d_fused_tf32_nhwc(const ConvShape& s, const ConvGroup<float>& g,
+                            cudaStream_t stream = nullptr);
+// Whether conv2d_fused_tf32_nhwc runs this shape here (sm_90a code on this GPU, v11's shape rules,
+// an even K).
+bool conv2d_fused_tf32_nhwc_takes(const ConvShape& s);
+
 // The fused form on Winograd F(2x2, 3x3) in fp32 (v7's kernel): 2.25x fewer multiply-adds than
 // the direct convolution, for 3x3 filters at stride 1 and dilation 1 only (winograd_takes). Its
 // filters are transformed once, ahead of the calls: winograd_transform_filters writes the

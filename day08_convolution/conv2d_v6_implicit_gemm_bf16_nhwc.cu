@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < kNi; ++j) {
           const int k = k0 + wn0 + 8 * j + 2 * tq;
           if (k >= g.k) continue;  // K is even: k + 1 < K too
-          nhwc::store_bf16_pair(op, grp.relu, m, k, g.k, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          nhwc::store_pair(op, grp.relu, m, k, g.k, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
         }
       }
     }

@@ -72,7 +72,7 @@ constexpr const char* kName = "v9_implicit_gemm_wgmma_bf16_nhwc";
 // kRowsPerThread (16 rows per pass, 8 passes). ptxas (CUDA 13.0) gives the kernel 62 to 72
 // registers per thread with kBN = 64 (2 blocks fit an SM) and 94 or 96 with kBN = 128.
 template <int kBN>
-struct V9Config : wgmma_conv::Config<kBN, 128> {
+struct V9Config : wgmma_conv::Config<bf16, kBN, 128> {
   static constexpr int kRowsPerPass = 128 / 8;
   static constexpr int kRowsPerThread = 128 / kRowsPerPass;
 };
@@ -189,7 +189,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
 
   // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A came through the generic proxy ----
-  wgmma_conv::consume_tiles<C, Y, true>(g, op, grp.relu, tiles_m, tiles_n, num_slabs, sm);
+  wgmma_conv::consume_tiles<C, Y, true, std::is_same_v<Y, bf16>>(g, op, grp.relu, tiles_m, tiles_n,
+                                                                 num_slabs, sm);
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)map_w0, (void)map_w1;
@@ -216,7 +217,8 @@ void launch_v9(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t s
 namespace detail {
 template <class Y>
 void conv2d_v9_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
-  wgmma_conv::check_launch(kName, v9_refusal(s, false), s, grp, "16-byte cp.async, TMA");
+  wgmma_conv::check_launch(kName, v9_refusal(s, false), s, grp, std::is_same_v<Y, bf16>,
+                           "16-byte cp.async, TMA");
   const bool pairs = s.c % 8 != 0;  // C = 4, S even (v9_refusal)
   if (s.k <= 64) {
     pairs ? launch_v9<V9Config<64>, Y, true>(s, grp, stream)

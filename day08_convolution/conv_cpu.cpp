@@ -84,20 +84,20 @@ void conv2d_cpu(const ConvShape& s, const float* x, const float* w, const float*
 }
 
 namespace {
-// out[a][i][b] = bf16(in[a][b][i]): the middle axis (channels) moved innermost, padded with zeros
-// from `channels` to `out_channels`.
-std::vector<__nv_bfloat16> channels_last_bf16(const std::vector<float>& in, size_t outer,
-                                              size_t channels, size_t inner, size_t out_channels) {
+// out[a][i][b] = T(in[a][b][i]): the middle axis (channels) moved innermost, padded with zeros
+// from `channels` to `out_channels` (bf16: each value rounded to nearest).
+template <class T>
+std::vector<T> channels_last(const std::vector<float>& in, size_t outer, size_t channels,
+                             size_t inner, size_t out_channels) {
   if (in.size() != outer * channels * inner) {
-    throw std::invalid_argument("channels_last_bf16: the vector does not match the shape");
+    throw std::invalid_argument("channels_last: the vector does not match the shape");
   }
-  if (out_channels < channels) throw std::invalid_argument("channels_last_bf16: c_pad < C");
-  std::vector<__nv_bfloat16> out(outer * inner * out_channels, __float2bfloat16(0.f));
+  if (out_channels < channels) throw std::invalid_argument("channels_last: c_pad < C");
+  std::vector<T> out(outer * inner * out_channels, T(0.f));
   for (size_t a = 0; a < outer; ++a)
     for (size_t b = 0; b < channels; ++b)
       for (size_t i = 0; i < inner; ++i) {
-        out[(a * inner + i) * out_channels + b] =
-            __float2bfloat16(in[(a * channels + b) * inner + i]);
+        out[(a * inner + i) * out_channels + b] = T(in[(a * channels + b) * inner + i]);
       }
   return out;
 }
@@ -108,15 +108,27 @@ size_t padded(const ConvShape& s, int c_pad) {
 
 std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<float>& x_nchw,
                                         int c_pad) {
-  return channels_last_bf16(x_nchw, size_t(s.n), size_t(s.c), size_t(s.h) * s.w, padded(s, c_pad));
+  return channels_last<__nv_bfloat16>(x_nchw, size_t(s.n), size_t(s.c), size_t(s.h) * s.w,
+                                      padded(s, c_pad));
 }
 
 std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs,
                                         int c_pad) {
-  return channels_last_bf16(w_kcrs, size_t(s.k), size_t(s.c), size_t(s.r) * s.s, padded(s, c_pad));
+  return channels_last<__nv_bfloat16>(w_kcrs, size_t(s.k), size_t(s.c), size_t(s.r) * s.s,
+                                      padded(s, c_pad));
 }
 
-std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk) {
+std::vector<float> to_nhwc_f32(const ConvShape& s, const std::vector<float>& x_nchw) {
+  return channels_last<float>(x_nchw, size_t(s.n), size_t(s.c), size_t(s.h) * s.w, size_t(s.c));
+}
+
+std::vector<float> to_krsc_f32(const ConvShape& s, const std::vector<float>& w_kcrs) {
+  return channels_last<float>(w_kcrs, size_t(s.k), size_t(s.c), size_t(s.r) * s.s, size_t(s.c));
+}
+
+namespace {
+template <class T>
+std::vector<float> channels_first(const ConvShape& s, const std::vector<T>& y_npqk) {
   const size_t pq = size_t(s.p()) * s.q(), k = size_t(s.k);
   if (y_npqk.size() != size_t(s.n) * pq * k) {
     throw std::invalid_argument("npqk_to_nkpq: the vector does not match the shape");
@@ -124,10 +136,18 @@ std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloa
   std::vector<float> out(y_npqk.size());
   for (size_t n = 0; n < size_t(s.n); ++n)
     for (size_t i = 0; i < pq; ++i)
-      for (size_t f = 0; f < k; ++f) {
-        out[(n * k + f) * pq + i] = __bfloat162float(y_npqk[(n * pq + i) * k + f]);
-      }
+      for (size_t f = 0; f < k; ++f)
+        out[(n * k + f) * pq + i] = float(y_npqk[(n * pq + i) * k + f]);
   return out;
+}
+}  // namespace
+
+std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk) {
+  return channels_first(s, y_npqk);
+}
+
+std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<float>& y_npqk) {
+  return channels_first(s, y_npqk);
 }
 
 Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p) {

@@ -125,6 +125,11 @@ void conv2d_v9_implicit_gemm_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat
 void conv2d_v10_tma_im2col_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*,
                                            const __nv_bfloat16*, const float*, float*,
                                            cudaStream_t);
+// v11: v10's kernel on fp32 operands as TF32 (wgmma .tf32 takes K-major operands only, which
+// NHWC x and KRSC w are): x fp32 NHWC [n][h][w][c], w fp32 KRSC, optional bias, y fp32 NKPQ.
+// sm_90a only; C % 4 == 0, a stride of at most 8, 16-byte aligned x and w (v11_refusal).
+void conv2d_v11_tma_im2col_wgmma_tf32_nhwc(const ConvShape&, const float*, const float*,
+                                           const float*, float*, cudaStream_t);
 // cuDNN bf16 NHWC (x, w and y bf16 NHWC; compute fp32; CUDNN_TENSOR_OP_MATH; the algorithm
 // cudnnFindConvolutionForwardAlgorithm picks): y is bf16 NPQK. No bias (refused: the bf16
 // configuration would need a bf16 bias and a second call). Throws std::runtime_error without cuDNN.
@@ -134,6 +139,7 @@ void conv2d_cudnn_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_b
 std::string v6_refusal(const ConvShape& s, bool bias);
 std::string v9_refusal(const ConvShape& s, bool bias);
 std::string v10_refusal(const ConvShape& s, bool bias);
+std::string v11_refusal(const ConvShape& s, bool bias);
 std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 
 // The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
@@ -156,8 +162,12 @@ void conv2d_v9_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
 template <class Y>
 void conv2d_v10_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                       cudaStream_t stream);
+// v11's kernel in conv.hpp's fused form: fp32 NHWC x, KRSC w, fp32 NPQK y and residual.
+void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 }  // namespace detail
 
+using Conv2dF32NhwcFn = void (*)(const ConvShape& s, const float* x, const float* w,
+                                 const float* bias, float* y, cudaStream_t stream);
 struct Conv2dVariant {
   const char* name;
   const char* description;
@@ -174,7 +184,12 @@ struct Conv2dVariant {
   double tol_scale = 1;
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
   const char* tags = "";  // "mine": a learner's variant (common/learner.hpp)
+  // The fp32 NHWC variants (v11): launch is nullptr and this is set; x fp32 NHWC, w fp32 KRSC
+  // (converted once, to_nhwc_f32 / to_krsc_f32), y fp32 NKPQ.
+  Conv2dF32NhwcFn launch_f32_nhwc = nullptr;
   bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }
+  bool takes_f32_nhwc() const { return launch_f32_nhwc != nullptr; }
+  bool takes_nhwc() const { return takes_bf16_nhwc() || takes_f32_nhwc(); }
 };
 // Every variant, cuDNN included (its rows are skipped without cuDNN), then the learner's
 // (mine/*.cu).
@@ -203,6 +218,10 @@ std::vector<__nv_bfloat16> to_nhwc_bf16(const ConvShape& s, const std::vector<fl
 std::vector<__nv_bfloat16> to_krsc_bf16(const ConvShape& s, const std::vector<float>& w_kcrs,
                                         int c_pad = 0);
 std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<__nv_bfloat16>& y_npqk);
+// The same layout changes in fp32, values unchanged (v11's operands; its fused form's outputs).
+std::vector<float> to_nhwc_f32(const ConvShape& s, const std::vector<float>& x_nchw);
+std::vector<float> to_krsc_f32(const ConvShape& s, const std::vector<float>& w_kcrs);
+std::vector<float> npqk_to_nkpq(const ConvShape& s, const std::vector<float>& y_npqk);
 double conv2d_cpu_at(const ConvShape& s, const float* x, const float* w, const float* bias, int n,
                      int k, int p, int q);
 // The output's extents [N, K, P, Q] (for gpu100::sample_points), and the CPU reference at the

@@ -11,7 +11,7 @@
 
 namespace day08 {
 
-ConvLayer::ConvLayer(const ConvShape& s, uint64_t seed, bool with_bf16)
+ConvLayer::ConvLayer(const ConvShape& s, uint64_t seed, bool with_bf16, bool with_f32_nhwc)
     : s_(s),
       x_(gpu100::random_vector<float>(size_t(s.n) * s.c * s.h * s.w, seed)),
       w_(gpu100::random_vector<float>(size_t(s.k) * s.c * s.r * s.s, seed + 1)),
@@ -23,6 +23,12 @@ ConvLayer::ConvLayer(const ConvShape& s, uint64_t seed, bool with_bf16)
   d_x_.upload(x_);
   d_w_.upload(w_);
   d_b_.upload(bias_);
+  if (with_f32_nhwc) {
+    d_x32n_ = gpu100::DeviceBuffer<float>(x_.size());
+    d_w32n_ = gpu100::DeviceBuffer<float>(w_.size());
+    d_x32n_.upload(to_nhwc_f32(s, x_));
+    d_w32n_.upload(to_krsc_f32(s, w_));
+  }
   if (!with_bf16) return;
   x_bf16_ = gpu100::round_trip<__nv_bfloat16>(x_);
   w_bf16_ = gpu100::round_trip<__nv_bfloat16>(w_);
@@ -35,6 +41,11 @@ ConvLayer::ConvLayer(const ConvShape& s, uint64_t seed, bool with_bf16)
 
 void ConvLayer::launch(const Conv2dVariant& v, bool with_bias, cudaStream_t stream) {
   const float* bias = with_bias ? d_b_.data() : nullptr;
+  if (v.takes_f32_nhwc()) {
+    if (d_x32n_.empty()) throw std::logic_error("ConvLayer: built without the fp32 NHWC copies");
+    v.launch_f32_nhwc(s_, d_x32n_.data(), d_w32n_.data(), bias, d_y_.data(), stream);
+    return;
+  }
   if (!v.takes_bf16_nhwc()) {
     v.launch(s_, d_x_.data(), d_w_.data(), bias, d_y_.data(), stream);
     return;

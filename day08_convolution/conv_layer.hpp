@@ -1,8 +1,9 @@
 #pragma once
 // One Conv2d layer's data on both sides, shared by the binary and the tests: seeded inputs in
-// [-1, 1] (x NCHW, w KCRS, a bias), their bf16 NHWC / KRSC copies for the bf16 variants (converted
-// once on the host, outside any timing), the outputs, and the CPU reference of any variant at any
-// set of outputs (on the bf16-rounded inputs for the bf16 variants, which is what they read).
+// [-1, 1] (x NCHW, w KCRS, a bias), their bf16 NHWC / KRSC copies for the bf16 variants and fp32
+// NHWC / KRSC copies for v11 (converted once on the host, outside any timing), the outputs, and the
+// CPU reference of any variant at any set of outputs (on the bf16-rounded inputs for the bf16
+// variants, which is what they read).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -18,11 +19,13 @@ namespace day08 {
 
 class ConvLayer {
  public:
-  // with_bf16: also the bf16 copies (the bf16 NHWC variants need them).
-  ConvLayer(const ConvShape& s, uint64_t seed, bool with_bf16);
+  // with_bf16: also the bf16 copies (the bf16 NHWC variants need them); with_f32_nhwc: also the
+  // fp32 NHWC copies (v11).
+  ConvLayer(const ConvShape& s, uint64_t seed, bool with_bf16, bool with_f32_nhwc = false);
 
   const ConvShape& shape() const { return s_; }
   bool has_bf16() const { return !x_bf16_.empty(); }
+  bool has_f32_nhwc() const { return !d_x32n_.empty(); }
   // Variant v on `stream`, asynchronously, with the bias when with_bias.
   void launch(const Conv2dVariant& v, bool with_bias, cudaStream_t stream = nullptr);
   void poison();                                            // both outputs to NaN
@@ -35,6 +38,7 @@ class ConvLayer {
   ConvShape s_;
   std::vector<float> x_, w_, bias_, x_bf16_, w_bf16_;  // x_bf16_, w_bf16_: the rounded values
   gpu100::DeviceBuffer<float> d_x_, d_w_, d_b_, d_y_;
+  gpu100::DeviceBuffer<float> d_x32n_, d_w32n_;  // fp32 NHWC x, KRSC w
   gpu100::DeviceBuffer<__nv_bfloat16> d_x16_, d_w16_, d_y16_;
 };
 

@@ -54,6 +54,10 @@ ResultRow conv_row(const Options& opt, const Conv2dVariant& v, ConvLayer& layer,
     row.note =
         "bf16 NHWC x, KRSC w (converted once on the host, not timed), fp32 accumulation, fp32 "
         "NKPQ y; checked on the bf16-rounded inputs";
+  } else if (v.takes_f32_nhwc() && row.ok) {
+    row.note =
+        "fp32 NHWC x, KRSC w (converted once on the host, not timed), multiplied as TF32, fp32 "
+        "NKPQ y";
   }
   const double bytes = is16 ? conv2d_bytes_bf16(opt.shape, opt.bias, v.y_bf16_npqk)
                             : conv2d_bytes(opt.shape, opt.bias);
@@ -64,11 +68,13 @@ ResultRow conv_row(const Options& opt, const Conv2dVariant& v, ConvLayer& layer,
 }  // namespace
 
 std::string run_conv2d(const Options& opt, gpu100::DayRun& run) {
-  bool any_bf16 = false;
+  bool any_bf16 = false, any_f32_nhwc = false;
   for (const auto& v : conv2d_variants()) {
-    any_bf16 |= v.takes_bf16_nhwc() && opt.selected(v.name) && gpu100::build_has(v.needs);
+    const bool runs = opt.selected(v.name) && gpu100::build_has(v.needs);
+    any_bf16 |= v.takes_bf16_nhwc() && runs;
+    any_f32_nhwc |= v.takes_f32_nhwc() && runs;
   }
-  ConvLayer layer(opt.shape, opt.common.seed + 20, any_bf16);
+  ConvLayer layer(opt.shape, opt.common.seed + 20, any_bf16, any_f32_nhwc);
   const LayerCheck check(layer, opt.bias, opt.common.seed);
   std::vector<ResultRow> rows;
   std::vector<const Conv2dVariant*> ran;

@@ -1,16 +1,18 @@
 #pragma once
-// day08's Hopper implicit GEMM, the parts v9 and v10 share: the tiling, the shared-memory stages
-// and the consumer warpgroups (wgmma main loop and epilogue). The two kernels differ only in their
+// day08's Hopper implicit GEMM, the parts v9, v10 and v11 share: the tiling, the shared-memory
+// stages and the consumer warpgroups (wgmma main loop and epilogue). The kernels differ in their
 // producer, which fills each stage's A tile (the im2col rows) and B tile (the filters): v9 gathers
-// A with cp.async in a producer warpgroup, v10 asks the TMA engine for it in im2col mode.
+// A with cp.async in a producer warpgroup, v10 asks the TMA engine for it in im2col mode
+// (tma_im2col_conv.cuh); and in their element type: bf16 (v9, v10) or fp32 read as TF32 (v11).
 //
-// Tiles: 128 output pixels x kBN filters x 64 of GEMM_K per stage; kBN = 64 when K <= 64 (wgmma
-// m64n64k16; 32 accumulators per thread; sized for 2 blocks per SM), else 128 (m64n128k16; 64
-// accumulators; one block per SM).
+// Tiles: 128 output pixels x kBN filters x 128 bytes of GEMM_K per stage (kBK = 64 bf16 or 32
+// fp32 values); kBN = 64 when K <= 64 (wgmma m64n64; 32 accumulators per thread; sized for 2
+// blocks per SM), else 128 (m64n128; 64 accumulators; one block per SM). A wgmma k-step is 32
+// bytes of k in either type: k16 in bf16, k8 in TF32, so a stage is 4 k-steps in both.
 // Threads: warpgroups 0 and 1 consume (pixels 64 wg .. 64 wg + 63 of the tile); the producer's
 // threads follow them. Shared memory, from a 1024-byte boundary: kStages x [A: 128 rows x 128 bytes
 // | B: kBN rows x 128 bytes], then the 2 x kStages mbarriers. Both operands are K-major (a row is
-// 64 consecutive GEMM_K values of one pixel or one filter), in the 128-byte swizzle: the 16-byte
+// kBK consecutive GEMM_K values of one pixel or one filter), in the 128-byte swizzle: the 16-byte
 // chunk j of row r sits at r * 128 + 16 (j ^ (r % 8)), which the TMA writes, which v9's producer
 // writes for A, and which the descriptors (swizzle mode 128B, 1024 bytes per 8 rows) read. The
 // stages go round between producer and consumers on mbarriers: `full` (the stage's A and B have
@@ -21,10 +23,17 @@
 // bodies compiled for sm_90a.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
+#include "common/arch.hpp"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
 #include "conv.hpp"
 #include "implicit_gemm_nhwc.cuh"
 #include "wgmma.cuh"
@@ -33,22 +42,25 @@ namespace day08::wgmma_conv {
 
 using bf16 = __nv_bfloat16;
 
-// One tiling. kBN: filters per block (the wgmma's N); kProducerThreads: the producer's threads
-// (v9: a warpgroup, v10: one warp).
-template <int kBN_, int kProducerThreads_>
+// One tiling. T: the operands' element type (bf16, or float for TF32); kBN: filters per block
+// (the wgmma's N); kProducerThreads: the producer's threads (v9: a warpgroup, v10 and v11: one
+// warp).
+template <class T_, int kBN_, int kProducerThreads_>
 struct Config {
-  static constexpr int kBM = 128, kBN = kBN_, kBK = 64, kStages = 4;
+  using T = T_;
+  static constexpr int kBM = 128, kBN = kBN_, kBK = 128 / int(sizeof(T)), kStages = 4;
   static constexpr int kConsumerWGs = 2, kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kProducerThreads = kProducerThreads_;
   static constexpr int kThreads = 128 * kConsumerWGs + kProducerThreads;
-  static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK bf16 per row
+  static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK per row
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024 /* alignment */;
   // kBN = 64: 97 KB of shared memory and few enough registers that 2 blocks fit an SM, so one
   // block's epilogue and pipeline fill overlap the other's main loop; kBN = 128: 129 KB, one block.
   static constexpr int kMinBlocks = kBN == 64 ? 2 : 1;
-  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64k16 or m64n128k16");
+  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64 or m64n128");
+  static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
 };
@@ -86,13 +98,21 @@ __device__ __forceinline__ void init_stages(const Stages<C>& sm, int full_arriva
   }
 }
 
-// d (64 x kBN) += A (64 x 16) * B (16 x kBN), both from shared memory, both K-major.
-template <int kBN>
-__device__ __forceinline__ void wgmma_k16(float (&d)[kBN / 2], uint64_t desc_a, uint64_t desc_b) {
-  if constexpr (kBN == 128) {
-    day04::wgmma::wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, 1);
+// One k-step, 32 bytes of k: d (64 x kBN) += A (64 x 16) * B (16 x kBN) in bf16, or A (64 x 8)
+// * B (8 x kBN) in TF32, both from shared memory, both K-major.
+template <class T, int kBN>
+__device__ __forceinline__ void wgmma_kstep(float (&d)[kBN / 2], uint64_t desc_a, uint64_t desc_b) {
+  using namespace day04::wgmma;
+  if constexpr (std::is_same_v<T, float>) {
+    if constexpr (kBN == 128) {
+      wgmma_m64n128k8_tf32_ss(d, desc_a, desc_b, 1);
+    } else {
+      wgmma_m64n64k8_tf32_ss(d, desc_a, desc_b, 1);
+    }
+  } else if constexpr (kBN == 128) {
+    wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, 1);
   } else {
-    day04::wgmma::wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, 1);
+    wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, 1);
   }
 }
 
@@ -103,15 +123,15 @@ __device__ __forceinline__ void wgmma_k16(float (&d)[kBN / 2], uint64_t desc_a, 
 // (the m64nN accumulator layout, wgmma.cuh).
 // kAFromGenericProxy: A was written by cp.async (v9), which the wgmma reads through the async
 // proxy, so a proxy fence follows each wait; A brought by TMA (v10) is already in that proxy.
-// Y = float: the day's variant, fp32 NKPQ out (+ bias). Y = bf16: conv.hpp's fused layer form,
-// bf16 NPQK out with bias, residual and ReLU.
-template <class C, class Y, bool kAFromGenericProxy>
+// kNpqk false: the day's variants, fp32 NKPQ out (+ bias). kNpqk true: conv.hpp's fused layer
+// forms, NPQK out (bf16, or fp32 for v11) with bias, residual and ReLU.
+template <class C, class Y, bool kAFromGenericProxy, bool kNpqk>
 __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
-                                              const ConvOperands<bf16, Y>& op, bool relu,
+                                              const ConvOperands<typename C::T, Y>& op, bool relu,
                                               int tiles_m, int tiles_n, int num_slabs,
                                               const Stages<C>& sm) {
   using namespace day04::wgmma;
-  constexpr int kBM = C::kBM, kBN = C::kBN, kBK = C::kBK, kStages = C::kStages;
+  constexpr int kBM = C::kBM, kBN = C::kBN, kStages = C::kStages;
   const int tid = threadIdx.x, wg = tid / 128;
   const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
   // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
@@ -132,14 +152,13 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
       mbar_wait(&sm.full[st], (it / kStages) & 1);  // slab it's A and B have landed
       if constexpr (kAFromGenericProxy) fence_proxy_async_smem();
       fence();  // wgmma.fence: the accumulator registers, before this slab's multiplies
-      // 4 k-steps of 16: each is 32 bytes further inside every 128-byte row (the swizzle is
-      // applied by the hardware on the address); this warpgroup's 64 A rows start 8 KB into the
-      // A tile.
+      // 4 k-steps: each is 32 bytes further inside every 128-byte row (the swizzle is applied by
+      // the hardware on the address); this warpgroup's 64 A rows start 8 KB into the A tile.
 #pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
+      for (int kk = 0; kk < 4; ++kk) {
         const uint64_t da = make_desc(sm.a(st) + wg * 64 * 128 + kk * 32, 16, 1024);
         const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
-        wgmma_k16<kBN>(d, da, db);
+        wgmma_kstep<typename C::T, kBN>(d, da, db);
       }
       commit();
       wait<1>();  // the previous slab's multiplies are done (this one's may still run)
@@ -154,7 +173,8 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
       if (m >= g.M) continue;
-      if constexpr (std::is_same_v<Y, float>) {
+      if constexpr (!kNpqk) {
+        static_assert(std::is_same_v<Y, float>, "the day's variants write fp32");
         // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
         // of one output plane, as v6.
         const int n = m / g.PQ;
@@ -169,33 +189,31 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
             }
           }
       } else {
-        // bf16 NPQK: the two filters of a register pair are adjacent channels of one pixel.
+        // NPQK: the two filters of a register pair are adjacent channels of one pixel.
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
           const int k = k0 + 8 * j + 2 * tq;
           if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
-          nhwc::store_bf16_pair(op, relu, m, k, g.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+          nhwc::store_pair(op, relu, m, k, g.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
         }
       }
     }
   }
 }
 
-// ---- host side: what v9's and v10's launchers share ----------------------------------------
+// ---- host side: what v9's, v10's and v11's launchers share ---------------------------------
 
 // The group launcher's checks, before any CUDA call (std::invalid_argument, or ArchUnavailable for
-// the build): the variant's refusal of the shape ("" when it takes it), an even K for the bf16
+// the build): the variant's refusal of the shape ("" when it takes it), an even K for an NPQK
 // output (two channels per store), 16-byte aligned x and w (`aligned_for` says what needs it), and
 // sm_90a code for this GPU.
-template <class Y>
+template <class T, class Y>
 void check_launch(const char* name, const std::string& refusal, const ConvShape& s,
-                  const ConvGroup<bf16, Y>& grp, const char* aligned_for) {
+                  const ConvGroup<T, Y>& grp, bool npqk, const char* aligned_for) {
   if (!refusal.empty()) throw std::invalid_argument(std::string(name) + ": " + refusal);
-  if constexpr (std::is_same_v<Y, bf16>) {
-    if (s.k % 2 != 0) {
-      throw std::invalid_argument(std::string(name) +
-                                  ": K must be even for bf16 output (two channels per store)");
-    }
+  if (npqk && s.k % 2 != 0) {
+    throw std::invalid_argument(std::string(name) +
+                                ": K must be even for an NPQK output (two channels per store)");
   }
   nhwc::require_aligned16(name, grp, aligned_for);
   gpu100::require_build(gpu100::ArchNeed::kSm90a, name);

@@ -105,6 +105,9 @@ TEST_CASE("check_conv_args rejects bad shapes", "[cpu]") {
       if (v.takes_bf16_nhwc()) {
         CHECK_THROWS_AS(v.launch_bf16_nhwc(s, nullptr, nullptr, nullptr, nullptr, nullptr),
                         std::invalid_argument);
+      } else if (v.takes_f32_nhwc()) {
+        CHECK_THROWS_AS(v.launch_f32_nhwc(s, nullptr, nullptr, nullptr, nullptr, nullptr),
+                        std::invalid_argument);
       } else {
         CHECK_THROWS_AS(v.launch(s, nullptr, nullptr, nullptr, nullptr, nullptr),
                         std::invalid_argument);
@@ -164,6 +167,29 @@ TEST_CASE("the registries: unique names, best_fp32 resolves, unknown names throw
   REQUIRE(std::find(listed.begin(), listed.end(), v6->name) == listed.end());
   CHECK_THROWS_AS(day08::conv2d_forward(v6->name, s, nullptr, nullptr, nullptr, nullptr),
                   std::invalid_argument);
+  // The fp32 NHWC variant (v11) likewise, compared with cuDNN's TF32 row.
+  const day08::Conv2dVariant* v11 = day08::find_conv2d_variant("v11_tma_im2col_wgmma_tf32_nhwc");
+  REQUIRE(v11 != nullptr);
+  REQUIRE(v11->precision == day08::ConvPrecision::kTf32);
+  REQUIRE(v11->takes_f32_nhwc());
+  REQUIRE_FALSE(v11->takes_bf16_nhwc());
+  REQUIRE(std::string(v11->library) == "cudnn_tf32");
+  REQUIRE(std::find(listed.begin(), listed.end(), v11->name) == listed.end());
+  CHECK_THROWS_AS(day08::conv2d_forward(v11->name, s, nullptr, nullptr, nullptr, nullptr),
+                  std::invalid_argument);
+}
+
+TEST_CASE("the fp32 NHWC layout conversions move channels innermost, values unchanged", "[cpu]") {
+  day08::ConvShape s;
+  s.n = 1, s.c = 2, s.h = 1, s.w = 3, s.k = 2, s.r = 1, s.s = 2;
+  const std::vector<float> x = {1, 2, 3, 4, 5, 1.00390625f};
+  REQUIRE(day08::to_nhwc_f32(s, x) == std::vector<float>{1, 4, 2, 5, 3, 1.00390625f});
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6, 7, 1.005859375f};
+  REQUIRE(day08::to_krsc_f32(s, w) == std::vector<float>{1, 3, 2, 4, 5, 7, 6, 1.005859375f});
+  s.r = 1, s.s = 1;
+  REQUIRE(day08::npqk_to_nkpq(s, std::vector<float>{10, 20, 11, 21, 12, 22}) ==
+          std::vector<float>{10, 11, 12, 20, 21, 22});
+  CHECK_THROWS_AS(day08::to_krsc_f32(s, w), std::invalid_argument);  // 8 values, not 4
 }
 
 TEST_CASE("the bf16 NHWC layout conversions move channels innermost and round to nearest",

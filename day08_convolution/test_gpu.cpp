@@ -2,7 +2,8 @@
 // sizes (not tile multiples; C = 1 and 3; K = 1 and 5; stride 2; padding 0 and 2; R = S = 1, 3, 5;
 // dilation), fresh seeded inputs, outputs poisoned with NaN before each launch; conv2d_forward by
 // name ("best_fp32" included); the bf16 NHWC variants (v6, v9, v10, cudnn_bf16_nhwc) against the
-// CPU on their bf16-rounded inputs at awkward shapes with C % 8 == 0, and their refusals; and, with
+// CPU on their bf16-rounded inputs at awkward shapes with C % 8 == 0, and their refusals; the fp32
+// NHWC variant (v11, TF32) at awkward shapes with C % 4 == 0, and its refusals; and, with
 // cuDNN, every variant against cuDNN at the benchmark shapes ([timing]: too slow for the sanitizer
 // runs).
 #include <algorithm>
@@ -85,6 +86,36 @@ struct Bf16Data {
   std::vector<double> reference(const day08::ConvShape& s, bool with_bias) const {
     std::vector<double> ref(d_y.size());
     day08::conv2d_cpu(s, x_r.data(), w_r.data(), with_bias ? bias.data() : nullptr, ref.data());
+    return ref;
+  }
+};
+
+// The fp32 NHWC variant's data (v11): x and w converted once (NHWC, KRSC fp32, values unchanged).
+struct F32NhwcData {
+  std::vector<float> x, w, bias;
+  gpu100::DeviceBuffer<float> d_x, d_w, d_b, d_y;
+  F32NhwcData(const day08::ConvShape& s, uint64_t seed)
+      : x(gpu100::random_vector<float>(size_t(s.n) * s.c * s.h * s.w, seed)),
+        w(gpu100::random_vector<float>(size_t(s.k) * s.c * s.r * s.s, seed + 1)),
+        bias(gpu100::random_vector<float>(size_t(s.k), seed + 2)),
+        d_x(x.size()),
+        d_w(w.size()),
+        d_b(bias.size()),
+        d_y(size_t(s.n) * s.k * s.p() * s.q()) {
+    d_x.upload(day08::to_nhwc_f32(s, x));
+    d_w.upload(day08::to_krsc_f32(s, w));
+    d_b.upload(bias);
+  }
+  std::vector<float> run(const day08::Conv2dVariant& v, const day08::ConvShape& s, bool with_bias) {
+    d_y.poison();
+    v.launch_f32_nhwc(s, d_x.data(), d_w.data(), with_bias ? d_b.data() : nullptr, d_y.data(),
+                      nullptr);
+    sync_check();
+    return d_y.download();
+  }
+  std::vector<double> reference(const day08::ConvShape& s, bool with_bias) const {
+    std::vector<double> ref(d_y.size());
+    day08::conv2d_cpu(s, x.data(), w.data(), with_bias ? bias.data() : nullptr, ref.data());
     return ref;
   }
 };
@@ -287,7 +318,7 @@ TEST_CASE("Conv2d variants match the CPU at awkward shapes, with and without bia
     for (const auto& v : day08::conv2d_variants()) {
       if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
       if (v.is_library && (!day08::have_cudnn() || gpu100::sanitizer_run())) continue;
-      if (v.takes_bf16_nhwc()) continue;  // the bf16 NHWC tests below
+      if (v.takes_nhwc()) continue;  // the NHWC tests below
       if (gpu100::lacks_code(v)) continue;
       names.emplace_back(v.name);
     }
@@ -327,7 +358,7 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
   const day08::ConvShape s = make(2, 5, 33, 35, 67, 3, 3, 2, 1);
   LayerData data(s, 4242);
   for (const auto& v : day08::conv2d_variants()) {
-    if (v.is_library || v.takes_bf16_nhwc()) continue;
+    if (v.is_library || v.takes_nhwc()) continue;
     if (v.refusal != nullptr && !v.refusal(s, true).empty()) continue;  // v7: the shape below
     if (gpu100::lacks_code(v)) continue;
     INFO(v.name);
@@ -353,6 +384,15 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
     INFO(v.name);
     const auto first = d16.run(v, s16, true);
     const auto again = d16.run(v, s16, true);
+    REQUIRE(gpu100::compare_exact(first, again).ok);
+  }
+  // The fp32 NHWC variant (v11) at the same shape.
+  F32NhwcData d32(s16, 4344);
+  for (const auto& v : day08::conv2d_variants()) {
+    if (v.is_library || !v.takes_f32_nhwc() || gpu100::lacks_code(v)) continue;
+    INFO(v.name);
+    const auto first = d32.run(v, s16, true);
+    const auto again = d32.run(v, s16, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
   }
 }
@@ -489,6 +529,67 @@ TEST_CASE("v6, v9 and v10 reject C not a multiple of 8 and unaligned x or w, lau
   }
 }
 
+TEST_CASE("v11 (fp32 NHWC as TF32) matches the CPU at awkward shapes", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // v10's shapes (C % 8 == 0), then C = 4 and 12 (16-byte rows; a slab of 32 channels mostly
+  // zero-filled), C = 36 (a tap's second slab holds 4 channels) with K = 130, C = 32 with a single
+  // output pixel, and C = 96 at stride 2 with R != S.
+  std::vector<day08::ConvShape> shapes = bf16_shapes();
+  for (const auto& s : {make(2, 4, 15, 17, 9, 3, 3, 1, 1), make(1, 12, 21, 19, 70, 5, 5, 2, 2),
+                        make(1, 36, 11, 13, 130, 3, 3, 1, 1), make(1, 32, 5, 5, 3, 5, 5, 1, 0),
+                        make(2, 96, 9, 12, 66, 3, 5, 2, 2)}) {
+    if (!gpu100::test_sizes({int64_t(s.n) * s.k * s.p() * s.q()}).empty()) shapes.push_back(s);
+  }
+  uint64_t seed = 1600;
+  int case_no = 0;
+  for (const auto& v : day08::conv2d_variants()) {
+    if (!v.takes_f32_nhwc() || gpu100::lacks_code(v)) continue;
+    for (const auto& s : shapes) {
+      F32NhwcData data(s, seed += 3);
+      const bool with_bias = (case_no++ % 2) == 0;
+      INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
+      REQUIRE(v.refusal(s, with_bias).empty());
+      const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
+      const auto cmp = gpu100::compare(data.reference(s, with_bias), data.run(v, s, with_bias),
+                                       tol.abs_tol, tol.rel_tol);
+      INFO(cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  }
+}
+
+TEST_CASE("v11 rejects C not a multiple of 4, a stride over 8 and unaligned x or w", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day08::ConvShape s = make(1, 16, 9, 10, 5, 3, 3, 1, 1);
+  F32NhwcData data(s, 1700);
+  const auto& v11 = variant("v11_tma_im2col_wgmma_tf32_nhwc");
+  data.d_y.poison();
+  // 4 bytes past the buffer's start: not 16-byte aligned. (Refused before the variant asks for
+  // its build, so these throw std::invalid_argument in every build.)
+  CHECK_THROWS_AS(day08::conv2d_v11_tma_im2col_wgmma_tf32_nhwc(
+                      s, data.d_x.data() + 1, data.d_w.data(), nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(day08::conv2d_v11_tma_im2col_wgmma_tf32_nhwc(
+                      s, data.d_x.data(), data.d_w.data() + 1, nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  day08::ConvShape c6 = s;
+  c6.c = 6;  // the buffers are large enough; the shape is refused before any launch
+  CHECK_FALSE(v11.refusal(c6, false).empty());
+  CHECK_THROWS_AS(day08::conv2d_v11_tma_im2col_wgmma_tf32_nhwc(c6, data.d_x.data(), data.d_w.data(),
+                                                               nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  day08::ConvShape s9 = s;
+  s9.stride = 9;
+  CHECK_FALSE(v11.refusal(s9, false).empty());
+  sync_check();
+  for (float v : data.d_y.download()) REQUIRE(std::isnan(v));
+  if (gpu100::lacks_code(v11)) return;
+  const day08::Tolerance tol = day08::conv2d_tolerance(s, v11);
+  REQUIRE(
+      gpu100::compare(data.reference(s, false), data.run(v11, s, false), tol.abs_tol, tol.rel_tol)
+          .ok);
+}
+
 TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]") {
   GPU100_REQUIRE_GPU();
   if (!day08::have_cudnn()) {
@@ -501,10 +602,11 @@ TEST_CASE("Conv2d variants match cuDNN at the benchmark shapes", "[gpu][timing]"
   for (const auto& s : shapes) {
     // Each variant (cuDNN's rows too) against the CPU at sampled outputs and every output against
     // cuDNN fp32: the binary's check (day08::LayerCheck).
-    day08::ConvLayer layer(s, seed += 3, false);
+    day08::ConvLayer layer(s, seed += 3, false, true);
     const day08::LayerCheck check(layer, true, seed);
     for (const auto& v : day08::conv2d_variants()) {
-      if (v.takes_bf16_nhwc() || gpu100::lacks_code(v)) continue;  // bf16: the next test
+      if (v.takes_bf16_nhwc() || gpu100::lacks_code(v)) continue;         // bf16: the next test
+      if (v.refusal != nullptr && !v.refusal(s, true).empty()) continue;  // v11 at C = 3
       INFO(v.name << " at " << day08::to_string(s));
       layer.poison();
       layer.launch(v, true);

@@ -291,6 +291,23 @@ TEST_CASE("half: bf16 and fp16 round trips and compare", "[cpu]") {
   CHECK_FALSE(gpu100::compare(x, bf_vec, 0, 0).ok);
 }
 
+TEST_CASE("half: TF32 rounding keeps 10 mantissa bits, to nearest, ties away from zero", "[cpu]") {
+  const float ulp = 1.0f / 1024;  // TF32's spacing just above 1
+  const std::vector<float> x = {1.0f,
+                                1.0f + ulp,
+                                1.0f + ulp / 4,      // below half an ulp: down
+                                1.0f + ulp * 3 / 4,  // above half: up
+                                1.0f + ulp / 2,      // a tie: away from zero
+                                -(1.0f + ulp / 2),   // a negative tie: away from zero too
+                                2.0f - ulp / 4,      // rounds up into the next binade
+                                INFINITY,
+                                0.0f};
+  const std::vector<float> want = {1.0f,          1.0f + ulp, 1.0f,     1.0f + ulp, 1.0f + ulp,
+                                   -(1.0f + ulp), 2.0f,       INFINITY, 0.0f};
+  REQUIRE(gpu100::round_to_tf32(x) == want);
+  REQUIRE(std::isnan(gpu100::round_to_tf32({NAN})[0]));
+}
+
 TEST_CASE("results: the timing line every binary prints", "[cpu]") {
   CHECK(gpu100::timing_line(20, 5, true) ==
         "timing: median of 20 runs after 5 warm-ups, L2 flushed before each run");

@@ -1,0 +1,153 @@
+#pragma once
+// day08's TMA-im2col implicit GEMM: the kernel and launcher of v10 (bf16) and v11 (fp32 read as
+// TF32), which differ only in their element type. The lesson is in v10's file
+// (conv2d_v10_tma_im2col_wgmma_bf16_nhwc.cu) and v11's; the tiling, the stages and the consumer
+// warpgroups are implicit_gemm_wgmma.cuh's.
+//
+// The producer is one warp, one of whose threads issues, per slab (one filter tap (r, s) x kBK
+// channels), an im2col copy of x (the tile's 128 output pixels, walked by the copy engine) and a
+// 2D copy of the filters; the stage's `full` barrier waits for its one arrival and the two copies'
+// bytes. Everything here runs in sm_90a code only; the launcher is called where the running GPU
+// executes it (the variants' entry points check).
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "conv.hpp"
+#include "implicit_gemm_nhwc.cuh"
+#include "implicit_gemm_wgmma.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+namespace day08::tma_im2col {
+
+// The shared tiling with a one-warp producer, in bf16 (v10) or fp32 (v11).
+template <class T, int kBN>
+using TmaConfig = wgmma_conv::Config<T, kBN, 32>;
+
+// The im2col maps of x and the 2D maps of the weights, one each per convolution of the group.
+struct Maps {
+  CUtensorMap x0, x1, w0, w1;
+};
+
+// kNpqk false: the day's variants, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer forms, NPQK
+// out (bf16 for v10, fp32 for v11) with bias, residual and ReLU. blockIdx.z picks the convolution
+// of the group (and its maps); blockIdx.x the first of the output tiles the block loops over.
+template <class C, class Y, bool kNpqk>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
+    conv2d_tma_im2col_kernel(nhwc::Params g, const ConvGroup<typename C::T, Y> grp, int tiles_m,
+                             int tiles_n, int c_blocks, const __grid_constant__ Maps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace day04::wgmma;
+  constexpr int kBM = C::kBM, kBN = C::kBN, kBK = C::kBK, kStages = C::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  const wgmma_conv::Stages<C> sm(smem_raw);
+  const int num_slabs = g.r * g.s * c_blocks;  // one tap x kBK channels each
+  // full: the producer's one expect_tx arrival, with the two copies' bytes.
+  wgmma_conv::init_stages(sm, 1);
+  __syncthreads();  // the last block-wide barrier: from here the roles only meet on mbarriers
+
+  if (threadIdx.x >= 128 * C::kConsumerWGs) {
+    // ---- producer warp: one thread issues the A (im2col) and B (filters) copies of each slab ----
+    if (threadIdx.x != 128 * C::kConsumerWGs) return;
+    const CUtensorMap* map_x = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
+    const CUtensorMap* map_w = blockIdx.z == 0 ? &maps.w0 : &maps.w1;
+    const int tiles = tiles_m * tiles_n;
+    int it = 0;  // slab `it` uses stage it % kStages, in phase it / kStages of its barriers
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int m_tile = tile / tiles_n;
+      const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
+      // The first output pixel of the tile and its window's corner in x (in the padding, for the
+      // image's first row or column): the copies start there, the engine walks the rest.
+      const int n0 = m0 / g.PQ, pq = m0 - n0 * g.PQ, p0 = pq / g.Q, q0 = pq - p0 * g.Q;
+      const int h0 = p0 * g.stride - g.pad, w0 = q0 * g.stride - g.pad;
+      for (int r = 0; r < g.r; ++r)
+        for (int s = 0; s < g.s; ++s)
+          for (int cb = 0; cb < c_blocks; ++cb, ++it) {
+            const int st = it % kStages;
+            // The stage last held slab it - kStages: wait until the 8 consumer warps are done.
+            if (it >= kStages) mbar_wait(&sm.empty[st], (it / kStages - 1) & 1);
+            mbar_expect_tx(&sm.full[st], C::kABytes + C::kBBytes);
+            // A: 128 pixels x channels kBK cb .. kBK cb + kBK - 1 of tap (r, s).
+            tma_load_im2col_4d(sm.a(st), map_x, kBK * cb, w0, h0, n0, uint16_t(s * g.dil),
+                               uint16_t(r * g.dil), &sm.full[st]);
+            // B: filters k0 .. k0 + kBN - 1 at the same (r, s, c): rows past K and columns past
+            // R*S*C are zero-filled by the TMA (and counted in its bytes).
+            tma_load_2d(sm.b(st), map_w, (r * g.s + s) * g.c + kBK * cb, k0, &sm.full[st]);
+          }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A and B both came by TMA ----
+  const ConvOperands<typename C::T, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
+  wgmma_conv::consume_tiles<C, Y, false, kNpqk>(g, op, grp.relu, tiles_m, tiles_n, num_slabs, sm);
+#else
+  // Built for an architecture without wgmma: the launcher never calls this.
+  (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)c_blocks, (void)maps;
+#endif
+}
+
+// x in im2col boxes of `pixels` output pixels x `channels` channels of one tap.
+template <class T>
+CUtensorMap im2col_map(const ConvShape& s, const T* x, int pixels, int channels) {
+  return day04::make_tma_map_im2col_nhwc(
+      x, s.n, s.h, s.w, s.c, -s.pad, -s.pad, s.pad - (s.r - 1) * s.dilation,
+      s.pad - (s.s - 1) * s.dilation, s.stride, s.stride, pixels, channels);
+}
+
+// The launch, after the variant's checks (wgmma_conv::check_launch): the persistent grid, the four
+// tensor maps (made on the host at each call), the kernel.
+template <class C, class Y, bool kNpqk>
+void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T, Y>& grp,
+            cudaStream_t stream) {
+  const nhwc::Params g = nhwc::make_params(s, C::kBK);
+  const wgmma_conv::PersistentGrid p =
+      wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk>>(name, g.M, s.k,
+                                                                            grp.count);
+  // x in im2col boxes of 128 pixels x kBK channels; the weights as a K x R*S*C matrix in boxes of
+  // kBN filters x kBK of GEMM_K (128 bytes: the 128-byte swizzle the descriptors expect). A group
+  // of one passes its maps twice.
+  Maps maps;
+  maps.x0 = im2col_map(s, grp.op[0].x, C::kBM, C::kBK);
+  maps.w0 = day04::make_tma_map_2d(grp.op[0].w, s.k, g.RSC, C::kBN, C::kBK);
+  maps.x1 = grp.count > 1 ? im2col_map(s, grp.op[1].x, C::kBM, C::kBK) : maps.x0;
+  maps.w1 =
+      grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
+  conv2d_tma_im2col_kernel<C, Y, kNpqk><<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(
+      g, grp, p.tiles_m, p.tiles_n, gpu100::ceil_div(s.c, C::kBK), maps);
+  CUDA_CHECK_LAST();
+}
+
+// The tile width by K: 64 filters (m64n64, two blocks per SM) up to K = 64, else 128.
+template <class T, class Y, bool kNpqk>
+void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& grp,
+                  cudaStream_t stream) {
+  if (s.k <= 64) {
+    launch<TmaConfig<T, 64>, Y, kNpqk>(name, s, grp, stream);
+  } else {
+    launch<TmaConfig<T, 128>, Y, kNpqk>(name, s, grp, stream);
+  }
+}
+
+// The shape rules both variants share ("" when the shape is taken): whole 16-byte units per row of
+// x (c_multiple channels), a stride of at most 8 and window corners in [-128, 127].
+inline std::string refusal(const ConvShape& s, int c_multiple) {
+  if (s.c % c_multiple != 0) {
+    return "C = " + std::to_string(s.c) + " is not a multiple of " + std::to_string(c_multiple) +
+           " (the TMA reads rows of whole 16-byte units; pad C with zeros)";
+  }
+  if (s.stride > 8) return "stride " + std::to_string(s.stride) + " is over the TMA's 8";
+  const int reach = (std::max(s.r, s.s) - 1) * s.dilation;
+  if (s.pad > 128 || reach - s.pad > 128) {
+    return "the window's corners (padding " + std::to_string(s.pad) + ", reach " +
+           std::to_string(reach) + ") are outside the im2col copy's [-128, 127]";
+  }
+  return "";
+}
+
+}  // namespace day08::tma_im2col
