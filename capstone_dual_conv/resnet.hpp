@@ -111,7 +111,8 @@ std::vector<float> conv_cpu(const FoldedConv& cv, const std::vector<float>& x, i
 // Max pool, window k x k, stride s, padding p on each side that never wins (as
 // torch.nn.MaxPool2d: padded positions are -inf). Output P = (H + 2p - k) / s + 1, likewise Q.
 // Global average pool: y[n][c] = the mean of x[n][c][.][.] (fp32 accumulation).
-// Two layouts: fp32 NCHW, and bf16 NHWC (channels last, as the bf16 network keeps activations).
+// Layouts: fp32 NCHW, bf16 NHWC (channels last, as the bf16 network keeps activations), and fp32
+// NHWC (the TF32 network's on Hopper).
 // The launchers take device pointers, throw std::invalid_argument before any CUDA call for a
 // non-positive size, a window larger than the padded input or p >= k, check their launches and do
 // not synchronise.
@@ -124,6 +125,12 @@ void global_avgpool_nchw(const float* x, float* y, int n, int c, int h, int w, c
 // The bf16 network's features are fp32: the mean of bf16 values, accumulated and kept in fp32.
 void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
                               cudaStream_t stream);
+// The TF32 network on Hopper keeps fp32 NHWC activations after its stem (day08 v11's layout): its
+// max pool reads the stem's NCHW output and writes NHWC (the layout change folded into the pool),
+// and its average pool reads fp32 NHWC.
+void maxpool_nchw_to_nhwc(const float* x, float* y, int n, int c, int h, int w, int k, int s, int p,
+                          cudaStream_t stream);
+void global_avgpool_nhwc(const float* x, float* y, int n, int c, int h, int w, cudaStream_t stream);
 // NCHW fp32 [n, c, h, w] -> NHWC bf16 [n, h, w_pad, c_pad], channels c .. c_pad - 1 and columns
 // w .. w_pad - 1 zero (the bf16 network pads its stems' 3 and 1 input channels to 4 or 8, the
 // tensor-core kernel's granule, and with 4 channels the width to an even one).

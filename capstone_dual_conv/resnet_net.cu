@@ -112,6 +112,8 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
       l.c_in = stem_pairs_ ? kStemPairsPad : kStemPad;
       l.s = stem_pairs_ ? kStemPairsWidth : spec.r;
     }
+    // TF32 on Hopper: every layer but the stem (3 or 1 input channels) on day08 v11's kernel.
+    l.nhwc32 = nhwc32_ && spec.c_in % 4 == 0;
     if (!present) return l;
     const FoldedConv f = fold(cb);
     l.bias = gpu100::DeviceBuffer<float>(f.b.size());
@@ -125,6 +127,11 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
           day08::to_krsc_bf16(conv_shape(spec, spec.c_in, 1, 1, 1, l.s), w, l.c_in);
       l.w16 = gpu100::DeviceBuffer<bf16>(w16.size());
       l.w16.upload(w16);
+    } else if (l.nhwc32) {
+      // KCRS -> KRSC, rounded to TF32 here (the tensor core would truncate them; conv.hpp).
+      l.w32 = gpu100::DeviceBuffer<float>(f.w.size());
+      l.w32.upload(
+          gpu100::round_to_tf32(day08::to_krsc_f32(conv_shape(spec, spec.c_in, 1, 1, 1), f.w)));
     } else {
       l.w32 = gpu100::DeviceBuffer<float>(f.w.size());
       l.w32.upload(f.w);
@@ -162,6 +169,16 @@ Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
   const std::vector<int> channels = trunk_channels(model_);
   if (channels.size() == 1 && trunks_ != Trunks::kSequential) {
     throw std::invalid_argument("Net: a one-trunk model runs its trunk sequentially only");
+  }
+  // TF32 takes day08 v11 (fp32 NHWC, wgmma) where the GPU runs this build's sm_90a code and v11
+  // takes every layer after the stem (the ResNet's channel counts always pass its rules).
+  if (precision_ == gpu100::Precision::kTf32) {
+    nhwc32_ = true;
+    for (const BasicBlock& b : resnet18_trunk(channels[0]).blocks) {
+      for (const ConvSpec& c : {b.conv1, b.conv2}) {
+        nhwc32_ = nhwc32_ && day08::conv2d_fused_tf32_nhwc_takes(conv_shape(c, c.c_in, 1, 8, 8));
+      }
+    }
   }
   if (precision_ == gpu100::Precision::kBf16) {
     const ConvSpec& stem = resnet18_trunk(channels[0]).stem;
@@ -335,6 +352,9 @@ void Net::run_op(int trunk, const Op& op, int n, const std::vector<const float*>
       if (bf) {
         maxpool_nhwc_bf16(static_cast<const bf16*>(in), static_cast<bf16*>(out), n, op.c, op.h,
                           op.w, t.pool_k, t.pool_stride, t.pool_pad, stream);
+      } else if (nhwc32_) {  // the stem's NCHW output in, NHWC out
+        maxpool_nchw_to_nhwc(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h,
+                             op.w, t.pool_k, t.pool_stride, t.pool_pad, stream);
       } else {
         maxpool_nchw(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h, op.w,
                      t.pool_k, t.pool_stride, t.pool_pad, stream);
@@ -344,6 +364,9 @@ void Net::run_op(int trunk, const Op& op, int n, const std::vector<const float*>
       if (bf) {
         global_avgpool_nhwc_bf16(static_cast<const bf16*>(in), static_cast<float*>(out), n, op.c,
                                  op.h, op.w, stream);
+      } else if (nhwc32_) {
+        global_avgpool_nhwc(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h,
+                            op.w, stream);
       } else {
         global_avgpool_nchw(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h,
                             op.w, stream);
@@ -388,6 +411,8 @@ void Net::conv(const std::vector<std::pair<int, const Op*>>& group, int n,
   }
   if (wino) {
     day08::conv2d_fused_winograd(cs, g, stream);
+  } else if (l0.nhwc32) {
+    day08::conv2d_fused_tf32_nhwc(cs, g, stream);
   } else {
     day08::conv2d_fused(precision_, cs, g, stream);
   }

@@ -8,7 +8,11 @@
 //   fp32: fp32 NCHW activations, FMA only (no TF32): day08 v7's Winograd F(2x2, 3x3) kernel for
 //         the 3x3 stride-1 layers (filters transformed once, in the constructor), v4's kernel for
 //         the others.
-//   tf32: the same tensors, day08 v5's kernel (TF32 tensor cores, fp32 accumulation).
+//   tf32: TF32 tensor cores, fp32 accumulation. Where the GPU runs the build's sm_90a code, fp32
+//         NHWC activations after the stem and KRSC weights, day08 v11's kernel (TMA im2col, wgmma
+//         .tf32, which takes only K-major operands) for every layer but the stem; the stem on
+//         v5's kernel (3 and 1 input channels) writes NCHW and the max pool turns it into NHWC.
+//         Elsewhere fp32 NCHW throughout, day08 v5's kernel (mma.sync).
 //   bf16: bf16 NHWC activations and KRSC weights, where the GPU runs the build's sm_90a code
 //         day08 v10's kernel (TMA im2col, wgmma) for the layers with C % 64 == 0 and v9's (wgmma)
 //         for the stems, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
@@ -99,8 +103,9 @@ class Net {
  private:
   struct Layer {
     ConvSpec spec;
-    int c_in = 0;  // the kernel's input channels (a bf16 stem's are padded to 4 or 8)
-    int s = 0;     // the kernel's filter width (a bf16 stem's 7 may be widened to 8)
+    int c_in = 0;         // the kernel's input channels (a bf16 stem's are padded to 4 or 8)
+    int s = 0;            // the kernel's filter width (a bf16 stem's 7 may be widened to 8)
+    bool nhwc32 = false;  // TF32 on v11: fp32 NHWC in and out, w32 in KRSC
     gpu100::DeviceBuffer<float> w32, bias;
     gpu100::DeviceBuffer<float> wino;  // fp32 3x3/1: the filters Winograd-transformed, once
     gpu100::DeviceBuffer<__nv_bfloat16> w16;
@@ -147,6 +152,7 @@ class Net {
   Trunks trunks_;
   int classes_;
   bool stem_pairs_ = false;  // bf16: the stems in 4 channels with 7x8 filters (v9's pair copies)
+  bool nhwc32_ = false;      // TF32 on Hopper: fp32 NHWC after the stem (day08 v11)
   std::vector<DeviceTrunk> trunk_;
   gpu100::DeviceBuffer<float> fc_w_, fc_b_;  // the FC's W [classes][512 x trunks] and bias
   std::vector<Program> progs_;

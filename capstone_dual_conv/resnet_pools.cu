@@ -40,6 +40,43 @@ __global__ void maxpool_nchw_kernel(const float* __restrict__ x, float* __restri
   y[i] = m;
 }
 
+// The TF32 network's max pool: NCHW in (the stem's output, from day08 v5's kernel) and NHWC out
+// (what day08 v11's kernel reads): the layout change folded into the pool, which reads the larger
+// tensor once anyway. A block takes 32 output columns x 32 channels of one output row (n, p): it
+// computes the maxima with q fastest (each warp reads one input row's 3 x 32 strided columns of a
+// plane), parks them in shared memory, and writes them back with c fastest (128 contiguous bytes
+// per warp store). blockIdx.z walks the output rows.
+__global__ void maxpool_nchw_to_nhwc_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                            int c, int h, int w, int P, int Q, int k, int s, int p,
+                                            int rows) {
+  __shared__ float tile[32][33];  // [channel][column], padded against bank conflicts
+  const int q0 = blockIdx.x * 32, c0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
+  for (int row = blockIdx.z; row < rows; row += gridDim.z) {
+    const int n = row / P, pp = row - n * P;
+    for (int cc = ty; cc < 32; cc += 8) {
+      const int ci = c0 + cc, q = q0 + tx;
+      if (ci >= c || q >= Q) continue;
+      const float* xp = x + (int64_t(n) * c + ci) * h * w;
+      float m = -INFINITY;  // p < k: every window holds at least one input element
+      for (int a = 0; a < k; ++a) {
+        const int hi = pp * s - p + a;
+        if (hi < 0 || hi >= h) continue;
+        for (int b = 0; b < k; ++b) {
+          const int wi = q * s - p + b;
+          if (wi >= 0 && wi < w) m = fmaxf(m, __ldg(xp + int64_t(hi) * w + wi));
+        }
+      }
+      tile[cc][tx] = m;
+    }
+    __syncthreads();
+    for (int qq = ty; qq < 32; qq += 8) {
+      const int q = q0 + qq, ci = c0 + tx;
+      if (q < Q && ci < c) y[(int64_t(row) * Q + q) * c + ci] = tile[tx][qq];
+    }
+    __syncthreads();  // the tile is rewritten for the next row
+  }
+}
+
 // One thread per output y[n][p][q][c], c fastest: a warp reads 32 consecutive channels. The
 // general path (any C, any alignment); maxpool_nhwc8_kernel below is the one the networks run.
 __global__ void maxpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x,
@@ -113,14 +150,16 @@ __global__ void avgpool_nchw_kernel(const float* __restrict__ x, float* __restri
   if (lane == 0) y[plane] = sum / float(hw);
 }
 
-// One thread per (n, c): consecutive threads read consecutive channels of each position.
-__global__ void avgpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x, float* __restrict__ y,
-                                    int c, int hw, int64_t total) {
+// One thread per (n, c): consecutive threads read consecutive channels of each position. T: bf16
+// (the bf16 network) or float (the TF32 network on Hopper).
+template <class T>
+__global__ void avgpool_nhwc_kernel(const T* __restrict__ x, float* __restrict__ y, int c, int hw,
+                                    int64_t total) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t n = i / c, ci = i % c;
   float sum = 0.f;
-  for (int j = 0; j < hw; ++j) sum += __bfloat162float(x[(n * hw + j) * c + ci]);
+  for (int j = 0; j < hw; ++j) sum += float(x[(n * hw + j) * c + ci]);
   y[i] = sum / float(hw);
 }
 
@@ -215,6 +254,28 @@ void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, in
   check_pool_args(n, c, h, w, 1, 1, 0);
   const int64_t total = int64_t(n) * c;
   avgpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h * w, total);
+  CUDA_CHECK_LAST();
+}
+
+void global_avgpool_nhwc(const float* x, float* y, int n, int c, int h, int w,
+                         cudaStream_t stream) {
+  check_pool_args(n, c, h, w, 1, 1, 0);
+  const int64_t total = int64_t(n) * c;
+  avgpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h * w, total);
+  CUDA_CHECK_LAST();
+}
+
+void maxpool_nchw_to_nhwc(const float* x, float* y, int n, int c, int h, int w, int k, int s, int p,
+                          cudaStream_t stream) {
+  check_pool_args(n, c, h, w, k, s, p);
+  const int P = (h + 2 * p - k) / s + 1, Q = (w + 2 * p - k) / s + 1;
+  if (int64_t(n) * P > INT_MAX) {
+    throw std::invalid_argument("maxpool_nchw_to_nhwc: more output rows than an int holds");
+  }
+  const int rows = n * P;
+  const dim3 grid(unsigned(gpu100::ceil_div(Q, 32)), unsigned(gpu100::ceil_div(c, 32)),
+                  unsigned(std::min(rows, 65535)));
+  maxpool_nchw_to_nhwc_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, y, c, h, w, P, Q, k, s, p, rows);
   CUDA_CHECK_LAST();
 }
 

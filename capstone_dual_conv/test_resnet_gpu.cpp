@@ -1,10 +1,10 @@
 // capstone GPU tests of MC-ResNet18's layers and networks against the double CPU reference: the
-// pools (fp32 NCHW and bf16 NHWC; odd H and W, windows at the borders, one row or column), day08's
-// fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch; in fp32 both
-// v4's kernel and the Winograd form where it applies; in bf16 the kernel the fused form picks, v10
-// or v9 where the GPU runs them, and the ones it passes over), and the networks in every precision
-// and trunks mode. Fresh seeded inputs,
-// outputs poisoned first.
+// pools (fp32 NCHW, bf16 NHWC, fp32 NCHW to NHWC and fp32 NHWC; odd H and W, windows at the
+// borders, one row or column), day08's fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1;
+// one or two per launch; in fp32 both v4's kernel and the Winograd form where it applies; in TF32
+// v5's kernel and, where the GPU runs it, v11's on NHWC; in bf16 the kernel the fused form picks,
+// v10 or v9 where the GPU runs them, and the ones it passes over), and the networks in every
+// precision and trunks mode. Fresh seeded inputs, outputs poisoned first.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -69,7 +69,7 @@ std::vector<gpu100::Precision> precisions_here() {
 
 }  // namespace
 
-TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW and bf16 NHWC", "[gpu]") {
+TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW, bf16 NHWC and fp32 NCHW to NHWC", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 300;
   for (const PoolCase& pc : kCases) {
@@ -88,6 +88,21 @@ TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW and bf16 NHWC", "[gpu]") 
                         d_y.download(), 0.0, 0.0);  // a max is exact
     INFO("fp32 NCHW: " << c32.summary());
     REQUIRE(c32.ok);
+    // NCHW in, NHWC out (the TF32 network's pool on Hopper): the same maxima, channels innermost.
+    {
+      const auto ref = maxpool_cpu(x, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p, false);
+      day08::ConvShape ys;
+      ys.n = pc.n, ys.c = pc.c, ys.h = P, ys.w = Q;
+      const std::vector<float> want =
+          day08::to_nhwc_f32(ys, std::vector<float>(ref.begin(), ref.end()));
+      d_y.poison();
+      maxpool_nchw_to_nhwc(d_x.data(), d_y.data(), pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p,
+                           nullptr);
+      sync_check();
+      const auto ct = gpu100::compare(want, d_y.download(), 0.0, 0.0);
+      INFO("fp32 NCHW to NHWC: " << ct.summary());
+      REQUIRE(ct.ok);
+    }
     const auto x16 = gpu100::round_trip<bf16>(x);  // read as NHWC: any values will do
     const auto ref16 = maxpool_cpu(x16, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p, true);
     // Offset 0: the 16-byte path where C % 8 == 0; offset 1 element: the general path.
@@ -145,7 +160,7 @@ TEST_CASE("resnet: the bf16 input conversion (NCHW fp32 to NHWC bf16, channels a
   }
 }
 
-TEST_CASE("resnet: global average pool matches the CPU, fp32 NCHW and bf16 NHWC", "[gpu]") {
+TEST_CASE("resnet: global average pool matches the CPU, fp32 NCHW, bf16 and fp32 NHWC", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 400;
   for (const PoolCase& pc : kCases) {
@@ -162,6 +177,13 @@ TEST_CASE("resnet: global average pool matches the CPU, fp32 NCHW and bf16 NHWC"
                                      d_y.download(), 1e-6, 1e-5);
     INFO("fp32 NCHW: " << c32.summary());
     REQUIRE(c32.ok);
+    d_y.poison();
+    global_avgpool_nhwc(d_x.data(), d_y.data(), pc.n, pc.c, pc.h, pc.w, nullptr);
+    sync_check();
+    const auto cn = gpu100::compare(global_avgpool_cpu(x, pc.n, pc.c, pc.h, pc.w, true),
+                                    d_y.download(), 1e-6, 1e-5);
+    INFO("fp32 NHWC: " << cn.summary());
+    REQUIRE(cn.ok);
     const auto x16 = gpu100::round_trip<bf16>(x);
     gpu100::DeviceBuffer<bf16> d_x16(in);
     d_x16.upload(gpu100::convert_from_float<bf16>(x16));
@@ -286,6 +308,44 @@ void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64
   }
 }
 
+// TF32 on fp32 NHWC (day08 v11's kernel, where the GPU runs it and v11 takes C): the same check,
+// on operands in NHWC / KRSC and outputs and residuals in NPQK.
+void check_fused_tf32_nhwc(const ConvCase& cc, int count, uint64_t seed) {
+  const day08::ConvShape cs = shape_of(cc, cc.c);
+  if (!day08::conv2d_fused_tf32_nhwc_takes(cs)) return;
+  const int P = cs.p(), Q = cs.q();
+  day08::ConvShape rs = cs;  // the residual [n, k, P, Q] as an "input" of k channels at P x Q
+  rs.c = cc.k, rs.h = P, rs.w = Q;
+  std::vector<ConvData> data;
+  std::vector<gpu100::DeviceBuffer<float>> bufs;
+  day08::ConvGroup<float> g;
+  g.count = count, g.relu = cc.relu;
+  for (int i = 0; i < count; ++i) {
+    data.emplace_back(cc, seed + 10 * i, false);
+    const ConvData& d = data.back();
+    const std::vector<float> x = day08::to_nhwc_f32(cs, d.x), w = day08::to_krsc_f32(cs, d.cv.w);
+    const std::vector<float> res =
+        cc.residual ? day08::to_nhwc_f32(rs, d.res) : std::vector<float>(1);
+    for (const auto* v : {&x, &w, &d.cv.b, &res}) {
+      bufs.emplace_back(v->size());
+      bufs.back().upload(*v);
+    }
+    bufs.emplace_back(size_t(cc.n) * cc.k * P * Q);
+    bufs.back().poison();
+    const size_t b = bufs.size() - 5;
+    g.op[i] = {bufs[b].data(), bufs[b + 1].data(), bufs[b + 2].data(),
+               cc.residual ? bufs[b + 3].data() : nullptr, bufs[b + 4].data()};
+  }
+  day08::conv2d_fused_tf32_nhwc(cs, g);
+  sync_check();
+  for (int i = 0; i < count; ++i) {
+    const std::vector<float> got = day08::npqk_to_nkpq(cs, bufs[5 * i + 4].download());
+    const auto cmp = gpu100::compare(data[i].reference(cc), got, 5e-3, 2e-3);
+    INFO("tf32 NHWC conv " << i << " of " << count << " (day08 v11's kernel): " << cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+}
+
 // bf16 NHWC: the same, inputs padded to 8 channels where C is not a multiple of 8.
 void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
   const int c_pad = (cc.c + 7) / 8 * 8;
@@ -369,6 +429,7 @@ TEST_CASE("resnet: day08's fused convolution (bias, residual, ReLU; one or two p
       check_fused_fp32(gpu100::Precision::kFp32, cc, count, seed += 100);
       seed += 100;
       if (tf32) check_fused_fp32(gpu100::Precision::kTf32, cc, count, seed);
+      if (tf32) check_fused_tf32_nhwc(cc, count, seed + 50);
       seed += 100;
       if (bf16) check_fused_bf16(cc, count, seed);
     }
