@@ -468,15 +468,18 @@ void Net::forward_graph(const std::vector<const float*>& inputs, int n, int h, i
   key.push_back(logits);
   for (int v : {n, h, w}) key.push_back(reinterpret_cast<const void*>(intptr_t(v)));
   if (graph_exec_ == nullptr || key != graph_key_) {
-    // Everything a capture must not do (allocate, tune, synchronise) happens in this eager run.
-    forward(inputs, n, h, w, logits, stream);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (graph_exec_ != nullptr) CUDA_CHECK(cudaGraphExecDestroy(graph_exec_));
-    if (graph_ != nullptr) CUDA_CHECK(cudaGraphDestroy(graph_));
-    graph_exec_ = nullptr, graph_ = nullptr;
     // Capture needs a stream other than the legacy default one.
     if (capture_ == nullptr)
       CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+    // Everything a capture must not do (allocate, tune, synchronise) happens in this eager run,
+    // on the stream the capture will use: day08's per-stream scratch (split-K's partial sums)
+    // is allocated for it here. It waits for the caller's stream first.
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    forward(inputs, n, h, w, logits, capture_);
+    CUDA_CHECK(cudaStreamSynchronize(capture_));
+    if (graph_exec_ != nullptr) CUDA_CHECK(cudaGraphExecDestroy(graph_exec_));
+    if (graph_ != nullptr) CUDA_CHECK(cudaGraphDestroy(graph_));
+    graph_exec_ = nullptr, graph_ = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
     try {
       forward(inputs, n, h, w, logits, capture_);

@@ -305,12 +305,33 @@ void* conv_scratch(size_t bytes, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex);
   Scratch& b = buffers[stream];
   if (bytes > b.capacity) {
-    if (b.ptr != nullptr) CUDA_CHECK(cudaFree(b.ptr));  // cudaFree waits for the kernels using it
+    // The smaller buffer is kept, not freed: a CUDA graph captured before may still use it.
     b = Scratch{};
     CUDA_CHECK(cudaMalloc(&b.ptr, bytes));
     b.capacity = bytes;
   }
   return b.ptr;
+}
+
+int* conv_counters(size_t count, cudaStream_t stream) {
+  // As conv_scratch, one array per stream; zeroed when it grows (the kernels leave it zero).
+  struct Counters {
+    int* ptr = nullptr;
+    size_t capacity = 0;
+  };
+  static std::mutex mutex;
+  static std::map<cudaStream_t, Counters> arrays;
+  std::lock_guard<std::mutex> lock(mutex);
+  Counters& c = arrays[stream];
+  if (count > c.capacity) {
+    c = Counters{};  // the smaller array is kept (a captured graph may use it), as in conv_scratch
+    CUDA_CHECK(cudaMalloc(&c.ptr, count * sizeof(int)));
+    // On the stream itself: a plain cudaMemset goes to the legacy default stream, which a
+    // non-blocking stream (the capstone's trunk streams) does not wait for.
+    CUDA_CHECK(cudaMemsetAsync(c.ptr, 0, count * sizeof(int), stream));
+    c.capacity = count;
+  }
+  return c.ptr;
 }
 
 namespace {

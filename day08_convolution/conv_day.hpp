@@ -240,10 +240,16 @@ Tolerance conv2d_tolerance(const ConvShape& s, ConvPrecision p);
 Tolerance conv2d_tolerance(const ConvShape& s, const Conv2dVariant& v);
 Tolerance filter_tolerance(int taps);
 
-// The device scratch buffer of v3 (its im2col matrix) and of the Winograd variants (their
-// transformed filters): grown on demand, kept across calls, one per stream (guarded by a mutex),
-// so layers on different streams never share one. The growth is a cudaMalloc, so the first call
-// for a larger shape is slow; time only later calls.
+// The device scratch buffer of v3 (its im2col matrix), of the Winograd variants (their
+// transformed filters) and of v10's and v11's split-K (their partial sums): grown on demand, kept
+// across calls, one per stream (guarded by a mutex), so layers on different streams never share
+// one. The growth is a cudaMalloc, so the first call for a larger shape is slow (time only later
+// calls) and must not happen inside a CUDA graph capture; the smaller buffer is kept, never freed,
+// since a graph captured before may still use it.
 void* conv_scratch(size_t bytes, cudaStream_t stream);
+// The counters of v10's and v11's split-K (tma_im2col_conv.cuh): `count` ints, zero, one array per
+// stream, grown on demand (a cudaMalloc and a memset on that stream: make the first call for a
+// shape outside any CUDA graph capture, as for conv_scratch). The kernels leave them zero.
+int* conv_counters(size_t count, cudaStream_t stream);
 
 }  // namespace day08

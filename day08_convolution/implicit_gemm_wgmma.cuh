@@ -116,11 +116,29 @@ __device__ __forceinline__ void wgmma_kstep(float (&d)[kBN / 2], uint64_t desc_a
   }
 }
 
-// The consumer warpgroups (threads 0 .. 255): for each of the block's tiles, num_slabs slabs of
-// 4 wgmma k-steps, then the epilogue straight from the registers while the producer fills the next
-// tile's stages. Warpgroup wg owns pixels 64 wg .. 64 wg + 63 of the tile; warp w4 of it rows
-// 16 w4 .. 16 w4 + 15 of those; lane (gq, tq): rows gq and gq + 8, filters 8 j + 2 tq + {0, 1}
-// (the m64nN accumulator layout, wgmma.cuh).
+// Split-K, for layers with too few output tiles to fill the GPU (a small batch, a deep layer):
+// each tile's num_slabs slabs are cut into `splits` ranges, one work unit each, and the units
+// (tile-major) are what the persistent blocks loop over. A unit parks its fp32 sums in `partial`
+// ([group][tile][split][kBN / 2][256 consumer threads], each thread its own registers); the unit
+// that brings a tile's last sum (counted in `counters`, [group][tile], zero between launches) adds
+// them in split order and runs the epilogue. splits = 1: no workspace, the plain loop.
+struct SplitK {
+  int splits = 1;
+  float* partial = nullptr;
+  int* counters = nullptr;
+};
+struct SlabRange {
+  int begin, end;
+};
+__host__ __device__ inline SlabRange split_slabs(int num_slabs, int splits, int split) {
+  return {num_slabs * split / splits, num_slabs * (split + 1) / splits};
+}
+
+// The consumer warpgroups (threads 0 .. 255): for each of the block's work units (a tile, or with
+// split-K one slab range of a tile), its slabs of 4 wgmma k-steps each, then the epilogue straight
+// from the registers while the producer fills the next unit's stages. Warpgroup wg owns pixels 64
+// wg .. 64 wg + 63 of the tile; warp w4 of it rows 16 w4 .. 16 w4 + 15 of those; lane (gq, tq):
+// rows gq and gq + 8, filters 8 j + 2 tq + {0, 1} (the m64nN accumulator layout, wgmma.cuh).
 // kAFromGenericProxy: A was written by cp.async (v9), which the wgmma reads through the async
 // proxy, so a proxy fence follows each wait; A brought by TMA (v10) is already in that proxy.
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias). kNpqk true: conv.hpp's fused layer
@@ -129,9 +147,9 @@ template <class C, class Y, bool kAFromGenericProxy, bool kNpqk>
 __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
                                               const ConvOperands<typename C::T, Y>& op, bool relu,
                                               int tiles_m, int tiles_n, int num_slabs,
-                                              const Stages<C>& sm) {
+                                              const Stages<C>& sm, const SplitK& sk = SplitK{}) {
   using namespace day04::wgmma;
-  constexpr int kBM = C::kBM, kBN = C::kBN, kStages = C::kStages;
+  constexpr int kBM = C::kBM, kBN = C::kBN, kStages = C::kStages, kAcc = kBN / 2;
   const int tid = threadIdx.x, wg = tid / 128;
   const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
   // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
@@ -139,15 +157,18 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.empty[st]);
   };
+  __shared__ int last_split;  // split-K: whether this block brought a tile's last partial sum
   const int tiles = tiles_m * tiles_n;
   int it = 0;
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int unit = blockIdx.x; unit < tiles * sk.splits; unit += gridDim.x) {
+    const int tile = unit / sk.splits, split = unit - tile * sk.splits;
     const int m_tile = tile / tiles_n;
     const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
-    float d[kBN / 2];
+    const SlabRange slabs = split_slabs(num_slabs, sk.splits, split);
+    float d[kAcc];
 #pragma unroll
-    for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
-    for (int t = 0; t < num_slabs; ++t, ++it) {
+    for (int i = 0; i < kAcc; ++i) d[i] = 0.f;
+    for (int t = slabs.begin; t < slabs.end; ++t, ++it) {
       const int st = it % kStages;
       mbar_wait(&sm.full[st], (it / kStages) & 1);  // slab it's A and B have landed
       if constexpr (kAFromGenericProxy) fence_proxy_async_smem();
@@ -162,10 +183,33 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
       }
       commit();
       wait<1>();  // the previous slab's multiplies are done (this one's may still run)
-      if (t >= 1) release((it - 1) % kStages);
+      if (t > slabs.begin) release((it - 1) % kStages);
     }
     wait<0>();                    // the tile's last multiplies
     release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
+
+    if (sk.splits > 1) {
+      // ---- split-K: park this slab range's sums; the block that brings the tile's last one
+      // adds all of them, in split order (the same bits whichever block is last), and stores.
+      const size_t tile_id = size_t(blockIdx.z) * tiles + tile;
+      float* part = sk.partial + (tile_id * sk.splits + split) * kAcc * 256;
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) part[i * 256 + tid] = d[i];  // coalesced across threads
+      __threadfence();                                            // the sums, before the count
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");  // the consumers only (not the producer)
+      if (tid == 0) last_split = atomicAdd(&sk.counters[tile_id], 1) == sk.splits - 1;
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");
+      if (!last_split) continue;
+      __threadfence();  // the other blocks' sums, after their counts
+      const float* all = sk.partial + tile_id * sk.splits * kAcc * 256;
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) d[i] = 0.f;
+      for (int sp = 0; sp < sk.splits; ++sp) {
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) d[i] += __ldcg(all + (size_t(sp) * kAcc + i) * 256 + tid);
+      }
+      if (tid == 0) sk.counters[tile_id] = 0;  // ready for the next launch
+    }
 
     // ---- epilogue: d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
     // k0 + 8 j + 2 tq + e ----
@@ -225,6 +269,7 @@ void check_launch(const char* name, const std::string& refusal, const ConvShape&
 // once. Throws std::invalid_argument when the tiles overflow a grid's int.
 struct PersistentGrid {
   int tiles_m, tiles_n;
+  int resident;  // blocks per convolution of the group that fit on the GPU at once
   dim3 grid;
 };
 template <class C, auto kKernel>
@@ -246,7 +291,8 @@ PersistentGrid persistent_grid(const char* name, int m, int k, int group_count) 
   if (tiles > int64_t(INT_MAX)) {
     throw std::invalid_argument(std::string(name) + ": more output tiles than a grid holds");
   }
-  const int64_t blocks = std::min<int64_t>(tiles, std::max(1, resident / group_count));
+  p.resident = std::max(1, resident / group_count);
+  const int64_t blocks = std::min<int64_t>(tiles, p.resident);
   p.grid = dim3(static_cast<unsigned>(blocks), 1, group_count);
   return p;
 }

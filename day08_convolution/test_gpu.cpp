@@ -558,6 +558,45 @@ TEST_CASE("v11 (fp32 NHWC as TF32) matches the CPU at awkward shapes", "[gpu]") 
   }
 }
 
+TEST_CASE("v10 and v11 split-K: deep layers with few tiles match the CPU, bit for bit each call",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // Few output tiles and many slabs: each tile's slabs are cut into ranges whose partial sums
+  // are added by the block that brings the last one (tma_im2col_conv.cuh). 512 -> 512 at 7 x 7
+  // (one 128-pixel tile per 128 filters: 4 tiles, 72 bf16 or 144 TF32 slabs each), 256 -> 130
+  // at 9 x 11 with stride 2 (a partial filter tile), and N = 2 at 5 x 5 (one tile over both
+  // images). The sums are added in split order, so repeated calls give the same bits.
+  const std::vector<day08::ConvShape> shapes = {make(1, 512, 7, 7, 512, 3, 3, 1, 1),
+                                                make(1, 256, 9, 11, 130, 3, 3, 2, 1),
+                                                make(2, 128, 5, 5, 64, 3, 3, 1, 1)};
+  uint64_t seed = 1800;
+  for (const auto& s : shapes) {
+    for (const char* name : {"v10_tma_im2col_wgmma_bf16_nhwc", "v11_tma_im2col_wgmma_tf32_nhwc"}) {
+      const auto& v = variant(name);
+      if (gpu100::lacks_code(v)) continue;
+      INFO(name << " at " << day08::to_string(s));
+      const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
+      std::vector<float> first, again;
+      std::vector<double> ref;
+      if (v.takes_bf16_nhwc()) {
+        Bf16Data data(s, seed += 3);
+        ref = data.reference(s, true);
+        first = data.run(v, s, true);
+        again = data.run(v, s, true);
+      } else {
+        F32NhwcData data(s, seed += 3);
+        ref = data.reference(s, true);
+        first = data.run(v, s, true);
+        again = data.run(v, s, true);
+      }
+      const auto cmp = gpu100::compare(ref, first, tol.abs_tol, tol.rel_tol);
+      INFO(cmp.summary());
+      REQUIRE(cmp.ok);
+      REQUIRE(gpu100::compare_exact(first, again).ok);
+    }
+  }
+}
+
 TEST_CASE("v11 rejects C not a multiple of 4, a stride over 8 and unaligned x or w", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day08::ConvShape s = make(1, 16, 9, 10, 5, 3, 3, 1, 1);

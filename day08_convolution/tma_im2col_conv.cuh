@@ -18,6 +18,7 @@
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "conv.hpp"
+#include "conv_day.hpp"
 #include "implicit_gemm_nhwc.cuh"
 #include "implicit_gemm_wgmma.cuh"
 #include "tma.hpp"
@@ -40,7 +41,8 @@ struct Maps {
 template <class C, class Y, bool kNpqk>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     conv2d_tma_im2col_kernel(nhwc::Params g, const ConvGroup<typename C::T, Y> grp, int tiles_m,
-                             int tiles_n, int c_blocks, const __grid_constant__ Maps maps) {
+                             int tiles_n, int c_blocks, const wgmma_conv::SplitK sk,
+                             const __grid_constant__ Maps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace day04::wgmma;
   constexpr int kBM = C::kBM, kBN = C::kBN, kBK = C::kBK, kStages = C::kStages;
@@ -58,37 +60,43 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const CUtensorMap* map_w = blockIdx.z == 0 ? &maps.w0 : &maps.w1;
     const int tiles = tiles_m * tiles_n;
     int it = 0;  // slab `it` uses stage it % kStages, in phase it / kStages of its barriers
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    // The same work units as the consumers: a tile, or one slab range of it (split-K).
+    for (int unit = blockIdx.x; unit < tiles * sk.splits; unit += gridDim.x) {
+      const int tile = unit / sk.splits;
       const int m_tile = tile / tiles_n;
       const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
       // The first output pixel of the tile and its window's corner in x (in the padding, for the
       // image's first row or column): the copies start there, the engine walks the rest.
       const int n0 = m0 / g.PQ, pq = m0 - n0 * g.PQ, p0 = pq / g.Q, q0 = pq - p0 * g.Q;
       const int h0 = p0 * g.stride - g.pad, w0 = q0 * g.stride - g.pad;
-      for (int r = 0; r < g.r; ++r)
-        for (int s = 0; s < g.s; ++s)
-          for (int cb = 0; cb < c_blocks; ++cb, ++it) {
-            const int st = it % kStages;
-            // The stage last held slab it - kStages: wait until the 8 consumer warps are done.
-            if (it >= kStages) mbar_wait(&sm.empty[st], (it / kStages - 1) & 1);
-            mbar_expect_tx(&sm.full[st], C::kABytes + C::kBBytes);
-            // A: 128 pixels x channels kBK cb .. kBK cb + kBK - 1 of tap (r, s).
-            tma_load_im2col_4d(sm.a(st), map_x, kBK * cb, w0, h0, n0, uint16_t(s * g.dil),
-                               uint16_t(r * g.dil), &sm.full[st]);
-            // B: filters k0 .. k0 + kBN - 1 at the same (r, s, c): rows past K and columns past
-            // R*S*C are zero-filled by the TMA (and counted in its bytes).
-            tma_load_2d(sm.b(st), map_w, (r * g.s + s) * g.c + kBK * cb, k0, &sm.full[st]);
-          }
+      const wgmma_conv::SlabRange slabs =
+          wgmma_conv::split_slabs(num_slabs, sk.splits, unit - tile * sk.splits);
+      for (int j = slabs.begin; j < slabs.end; ++j, ++it) {
+        // Slab j of the tile: filter tap (r, s) and channel block cb, taps in (r, s) order.
+        const int tap = j / c_blocks, cb = j - tap * c_blocks;
+        const int r = tap / g.s, s = tap - r * g.s;
+        const int st = it % kStages;
+        // The stage last held slab it - kStages: wait until the 8 consumer warps are done.
+        if (it >= kStages) mbar_wait(&sm.empty[st], (it / kStages - 1) & 1);
+        mbar_expect_tx(&sm.full[st], C::kABytes + C::kBBytes);
+        // A: 128 pixels x channels kBK cb .. kBK cb + kBK - 1 of tap (r, s).
+        tma_load_im2col_4d(sm.a(st), map_x, kBK * cb, w0, h0, n0, uint16_t(s * g.dil),
+                           uint16_t(r * g.dil), &sm.full[st]);
+        // B: filters k0 .. k0 + kBN - 1 at the same (r, s, c): rows past K and columns past
+        // R*S*C are zero-filled by the TMA (and counted in its bytes).
+        tma_load_2d(sm.b(st), map_w, (r * g.s + s) * g.c + kBK * cb, k0, &sm.full[st]);
+      }
     }
     return;
   }
 
   // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A and B both came by TMA ----
   const ConvOperands<typename C::T, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
-  wgmma_conv::consume_tiles<C, Y, false, kNpqk>(g, op, grp.relu, tiles_m, tiles_n, num_slabs, sm);
+  wgmma_conv::consume_tiles<C, Y, false, kNpqk>(g, op, grp.relu, tiles_m, tiles_n, num_slabs, sm,
+                                                sk);
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
-  (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)c_blocks, (void)maps;
+  (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)c_blocks, (void)sk, (void)maps;
 #endif
 }
 
@@ -106,7 +114,7 @@ template <class C, class Y, bool kNpqk>
 void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T, Y>& grp,
             cudaStream_t stream) {
   const nhwc::Params g = nhwc::make_params(s, C::kBK);
-  const wgmma_conv::PersistentGrid p =
+  wgmma_conv::PersistentGrid p =
       wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk>>(name, g.M, s.k,
                                                                             grp.count);
   // x in im2col boxes of 128 pixels x kBK channels; the weights as a K x R*S*C matrix in boxes of
@@ -118,8 +126,24 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   maps.x1 = grp.count > 1 ? im2col_map(s, grp.op[1].x, C::kBM, C::kBK) : maps.x0;
   maps.w1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
+  // Split-K where the tiles fill at most half of the blocks that fit: as many slab ranges as fill
+  // them, each of at least 8 slabs (a range must outlast the 4-stage pipeline's fill), at most 16.
+  const int c_blocks = gpu100::ceil_div(s.c, C::kBK);
+  const int num_slabs = s.r * s.s * c_blocks;
+  const int tiles = p.tiles_m * p.tiles_n;
+  wgmma_conv::SplitK sk;
+  if (2 * int64_t(tiles) <= p.resident) {
+    sk.splits = std::max(1, std::min({p.resident / tiles, num_slabs / 8, 16}));
+  }
+  if (sk.splits > 1) {
+    const size_t units = size_t(grp.count) * tiles * sk.splits;
+    sk.partial =
+        static_cast<float*>(conv_scratch(units * C::kBN / 2 * 256 * sizeof(float), stream));
+    sk.counters = conv_counters(size_t(grp.count) * tiles, stream);
+    p.grid.x = static_cast<unsigned>(std::min<int64_t>(int64_t(tiles) * sk.splits, p.resident));
+  }
   conv2d_tma_im2col_kernel<C, Y, kNpqk><<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(
-      g, grp, p.tiles_m, p.tiles_n, gpu100::ceil_div(s.c, C::kBK), maps);
+      g, grp, p.tiles_m, p.tiles_n, c_blocks, sk, maps);
   CUDA_CHECK_LAST();
 }
 
