@@ -143,7 +143,7 @@ __host__ __device__ inline SlabRange split_slabs(int num_slabs, int splits, int 
 // proxy, so a proxy fence follows each wait; A brought by TMA (v10) is already in that proxy.
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias). kNpqk true: conv.hpp's fused layer
 // forms, NPQK out (bf16, or fp32 for v11) with bias, residual and ReLU.
-template <class C, class Y, bool kAFromGenericProxy, bool kNpqk>
+template <class C, class Y, bool kAFromGenericProxy, bool kNpqk, bool kSplitK = false>
 __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
                                               const ConvOperands<typename C::T, Y>& op, bool relu,
                                               int tiles_m, int tiles_n, int num_slabs,
@@ -157,14 +157,16 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.empty[st]);
   };
-  __shared__ int last_split;  // split-K: whether this block brought a tile's last partial sum
+  // Without split-K (kSplitK false, a compile-time 1) a unit is a tile and its range every slab:
+  // the compiler drops the divisions and the branch below.
+  const int splits = kSplitK ? sk.splits : 1;
   const int tiles = tiles_m * tiles_n;
   int it = 0;
-  for (int unit = blockIdx.x; unit < tiles * sk.splits; unit += gridDim.x) {
-    const int tile = unit / sk.splits, split = unit - tile * sk.splits;
+  for (int unit = blockIdx.x; unit < tiles * splits; unit += gridDim.x) {
+    const int tile = unit / splits, split = unit - tile * splits;
     const int m_tile = tile / tiles_n;
     const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
-    const SlabRange slabs = split_slabs(num_slabs, sk.splits, split);
+    const SlabRange slabs = split_slabs(num_slabs, splits, split);
     float d[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) d[i] = 0.f;
@@ -188,7 +190,8 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     wait<0>();                    // the tile's last multiplies
     release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
 
-    if (sk.splits > 1) {
+    if constexpr (kSplitK) {
+      __shared__ int last_split;  // whether this block brought the tile's last partial sum
       // ---- split-K: park this slab range's sums; the block that brings the tile's last one
       // adds all of them, in split order (the same bits whichever block is last), and stores.
       const size_t tile_id = size_t(blockIdx.z) * tiles + tile;

@@ -38,7 +38,9 @@ struct Maps {
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer forms, NPQK
 // out (bf16 for v10, fp32 for v11) with bias, residual and ReLU. blockIdx.z picks the convolution
 // of the group (and its maps); blockIdx.x the first of the output tiles the block loops over.
-template <class C, class Y, bool kNpqk>
+// kSplitK: the work units are slab ranges of tiles (wgmma_conv::SplitK); false: whole tiles,
+// walked tap by tap.
+template <class C, class Y, bool kNpqk, bool kSplitK>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     conv2d_tma_im2col_kernel(nhwc::Params g, const ConvGroup<typename C::T, Y> grp, int tiles_m,
                              int tiles_n, int c_blocks, const wgmma_conv::SplitK sk,
@@ -58,33 +60,45 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     if (threadIdx.x != 128 * C::kConsumerWGs) return;
     const CUtensorMap* map_x = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
     const CUtensorMap* map_w = blockIdx.z == 0 ? &maps.w0 : &maps.w1;
-    const int tiles = tiles_m * tiles_n;
+    const int tiles = tiles_m * tiles_n, splits = kSplitK ? sk.splits : 1;
     int it = 0;  // slab `it` uses stage it % kStages, in phase it / kStages of its barriers
+    // The copies of this block's next slab: tap (r, s), channel block cb of the tile at output
+    // pixel m0 (image n0, window corner (h0, w0)) and filter k0.
+    auto issue = [&](int r, int s, int cb, int k0, int n0, int h0, int w0) {
+      const int st = it % kStages;
+      // The stage last held slab it - kStages: wait until the 8 consumer warps are done.
+      if (it >= kStages) mbar_wait(&sm.empty[st], (it / kStages - 1) & 1);
+      mbar_expect_tx(&sm.full[st], C::kABytes + C::kBBytes);
+      // A: 128 pixels x channels kBK cb .. kBK cb + kBK - 1 of tap (r, s).
+      tma_load_im2col_4d(sm.a(st), map_x, kBK * cb, w0, h0, n0, uint16_t(s * g.dil),
+                         uint16_t(r * g.dil), &sm.full[st]);
+      // B: filters k0 .. k0 + kBN - 1 at the same (r, s, c): rows past K and columns past R*S*C
+      // are zero-filled by the TMA (and counted in its bytes).
+      tma_load_2d(sm.b(st), map_w, (r * g.s + s) * g.c + kBK * cb, k0, &sm.full[st]);
+      ++it;
+    };
     // The same work units as the consumers: a tile, or one slab range of it (split-K).
-    for (int unit = blockIdx.x; unit < tiles * sk.splits; unit += gridDim.x) {
-      const int tile = unit / sk.splits;
+    for (int unit = blockIdx.x; unit < tiles * splits; unit += gridDim.x) {
+      const int tile = unit / splits;
       const int m_tile = tile / tiles_n;
       const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
       // The first output pixel of the tile and its window's corner in x (in the padding, for the
       // image's first row or column): the copies start there, the engine walks the rest.
       const int n0 = m0 / g.PQ, pq = m0 - n0 * g.PQ, p0 = pq / g.Q, q0 = pq - p0 * g.Q;
       const int h0 = p0 * g.stride - g.pad, w0 = q0 * g.stride - g.pad;
-      const wgmma_conv::SlabRange slabs =
-          wgmma_conv::split_slabs(num_slabs, sk.splits, unit - tile * sk.splits);
-      for (int j = slabs.begin; j < slabs.end; ++j, ++it) {
-        // Slab j of the tile: filter tap (r, s) and channel block cb, taps in (r, s) order.
-        const int tap = j / c_blocks, cb = j - tap * c_blocks;
-        const int r = tap / g.s, s = tap - r * g.s;
-        const int st = it % kStages;
-        // The stage last held slab it - kStages: wait until the 8 consumer warps are done.
-        if (it >= kStages) mbar_wait(&sm.empty[st], (it / kStages - 1) & 1);
-        mbar_expect_tx(&sm.full[st], C::kABytes + C::kBBytes);
-        // A: 128 pixels x channels kBK cb .. kBK cb + kBK - 1 of tap (r, s).
-        tma_load_im2col_4d(sm.a(st), map_x, kBK * cb, w0, h0, n0, uint16_t(s * g.dil),
-                           uint16_t(r * g.dil), &sm.full[st]);
-        // B: filters k0 .. k0 + kBN - 1 at the same (r, s, c): rows past K and columns past
-        // R*S*C are zero-filled by the TMA (and counted in its bytes).
-        tma_load_2d(sm.b(st), map_w, (r * g.s + s) * g.c + kBK * cb, k0, &sm.full[st]);
+      if constexpr (kSplitK) {
+        const wgmma_conv::SlabRange slabs =
+            wgmma_conv::split_slabs(num_slabs, splits, unit - tile * splits);
+        for (int j = slabs.begin; j < slabs.end; ++j) {
+          // Slab j of the tile: tap (r, s) and channel block cb, taps in (r, s) order.
+          const int tap = j / c_blocks, cb = j - tap * c_blocks;
+          const int r = tap / g.s;
+          issue(r, tap - r * g.s, cb, k0, n0, h0, w0);
+        }
+      } else {
+        for (int r = 0; r < g.r; ++r)
+          for (int s = 0; s < g.s; ++s)
+            for (int cb = 0; cb < c_blocks; ++cb) issue(r, s, cb, k0, n0, h0, w0);
       }
     }
     return;
@@ -92,8 +106,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A and B both came by TMA ----
   const ConvOperands<typename C::T, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
-  wgmma_conv::consume_tiles<C, Y, false, kNpqk>(g, op, grp.relu, tiles_m, tiles_n, num_slabs, sm,
-                                                sk);
+  wgmma_conv::consume_tiles<C, Y, false, kNpqk, kSplitK>(g, op, grp.relu, tiles_m, tiles_n,
+                                                         num_slabs, sm, sk);
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)c_blocks, (void)sk, (void)maps;
@@ -115,8 +129,8 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
             cudaStream_t stream) {
   const nhwc::Params g = nhwc::make_params(s, C::kBK);
   wgmma_conv::PersistentGrid p =
-      wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk>>(name, g.M, s.k,
-                                                                            grp.count);
+      wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk, false>>(name, g.M, s.k,
+                                                                                   grp.count);
   // x in im2col boxes of 128 pixels x kBK channels; the weights as a K x R*S*C matrix in boxes of
   // kBN filters x kBK of GEMM_K (128 bytes: the 128-byte swizzle the descriptors expect). A group
   // of one passes its maps twice.
@@ -136,14 +150,21 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
     sk.splits = std::max(1, std::min({p.resident / tiles, num_slabs / 8, 16}));
   }
   if (sk.splits > 1) {
+    // The split kernel is its own instance, so the plain one keeps the code it had before split-K
+    // existed (measured: carrying the split path cost the N = 32 layers 8-10%; profiles.txt).
+    constexpr auto kSplitKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, true>;
+    p = wgmma_conv::persistent_grid<C, kSplitKernel>(name, g.M, s.k, grp.count);
     const size_t units = size_t(grp.count) * tiles * sk.splits;
     sk.partial =
         static_cast<float*>(conv_scratch(units * C::kBN / 2 * 256 * sizeof(float), stream));
     sk.counters = conv_counters(size_t(grp.count) * tiles, stream);
     p.grid.x = static_cast<unsigned>(std::min<int64_t>(int64_t(tiles) * sk.splits, p.resident));
+    kSplitKernel<<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, p.tiles_m, p.tiles_n,
+                                                                 c_blocks, sk, maps);
+  } else {
+    conv2d_tma_im2col_kernel<C, Y, kNpqk, false><<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(
+        g, grp, p.tiles_m, p.tiles_n, c_blocks, sk, maps);
   }
-  conv2d_tma_im2col_kernel<C, Y, kNpqk><<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(
-      g, grp, p.tiles_m, p.tiles_n, c_blocks, sk, maps);
   CUDA_CHECK_LAST();
 }
 
