@@ -151,7 +151,8 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   }
   if (sk.splits > 1) {
     // The split kernel is its own instance, so the plain one keeps the code it had before split-K
-    // existed (measured: carrying the split path cost the N = 32 layers 8-10%; profiles.txt).
+    // existed (measured: carrying the split path cost the N = 32 layers 8-10%,
+    // results/h100/profiles.txt).
     constexpr auto kSplitKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, true>;
     p = wgmma_conv::persistent_grid<C, kSplitKernel>(name, g.M, s.k, grp.count);
     const size_t units = size_t(grp.count) * tiles * sk.splits;
