@@ -19,6 +19,22 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The maximum of one k x k window of an NCHW plane xp (h x w), its corner at (hi0, wi0): padded
+// positions never win. p < k (check_pool_args), so every window holds an input element.
+__device__ __forceinline__ float window_max_nchw(const float* __restrict__ xp, int h, int w,
+                                                 int hi0, int wi0, int k) {
+  float m = -INFINITY;
+  for (int a = 0; a < k; ++a) {
+    const int hi = hi0 + a;
+    if (hi < 0 || hi >= h) continue;
+    for (int b = 0; b < k; ++b) {
+      const int wi = wi0 + b;
+      if (wi >= 0 && wi < w) m = fmaxf(m, __ldg(xp + int64_t(hi) * w + wi));
+    }
+  }
+  return m;
+}
+
 // One thread per output y[n][c][p][q], q fastest (coalesced stores, neighbouring windows).
 __global__ void maxpool_nchw_kernel(const float* __restrict__ x, float* __restrict__ y, int c,
                                     int h, int w, int P, int Q, int k, int s, int p,
@@ -27,17 +43,7 @@ __global__ void maxpool_nchw_kernel(const float* __restrict__ x, float* __restri
   if (i >= total) return;
   const int q = int(i % Q), pp = int((i / Q) % P);
   const int64_t plane = i / (int64_t(P) * Q);  // n * c + channel
-  const float* xp = x + plane * h * w;
-  float m = -INFINITY;  // p < k: every window holds at least one input element
-  for (int a = 0; a < k; ++a) {
-    const int hi = pp * s - p + a;
-    if (hi < 0 || hi >= h) continue;
-    for (int b = 0; b < k; ++b) {
-      const int wi = q * s - p + b;
-      if (wi >= 0 && wi < w) m = fmaxf(m, __ldg(xp + int64_t(hi) * w + wi));
-    }
-  }
-  y[i] = m;
+  y[i] = window_max_nchw(x + plane * h * w, h, w, pp * s - p, q * s - p, k);
 }
 
 // The TF32 network's max pool: NCHW in (the stem's output, from day08 v5's kernel) and NHWC out
@@ -56,17 +62,8 @@ __global__ void maxpool_nchw_to_nhwc_kernel(const float* __restrict__ x, float* 
     for (int cc = ty; cc < 32; cc += 8) {
       const int ci = c0 + cc, q = q0 + tx;
       if (ci >= c || q >= Q) continue;
-      const float* xp = x + (int64_t(n) * c + ci) * h * w;
-      float m = -INFINITY;  // p < k: every window holds at least one input element
-      for (int a = 0; a < k; ++a) {
-        const int hi = pp * s - p + a;
-        if (hi < 0 || hi >= h) continue;
-        for (int b = 0; b < k; ++b) {
-          const int wi = q * s - p + b;
-          if (wi >= 0 && wi < w) m = fmaxf(m, __ldg(xp + int64_t(hi) * w + wi));
-        }
-      }
-      tile[cc][tx] = m;
+      tile[cc][tx] =
+          window_max_nchw(x + (int64_t(n) * c + ci) * h * w, h, w, pp * s - p, q * s - p, k);
     }
     __syncthreads();
     for (int qq = ty; qq < 32; qq += 8) {

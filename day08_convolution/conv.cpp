@@ -293,45 +293,44 @@ std::vector<std::string> conv2d_variant_names() {
   return names;
 }
 
-void* conv_scratch(size_t bytes, cudaStream_t stream) {
-  // One buffer per stream: two layers running at once on two streams (the capstone's two trunks)
-  // must not share one, or one trunk's im2col matrix or filters overwrite the other's.
-  struct Scratch {
+namespace {
+// Device buffers, one per stream: two layers running at once on two streams (the capstone's two
+// trunks) must not share one, or one trunk's im2col matrix, filters or partial sums overwrite the
+// other's. A buffer grows on demand; the smaller one is kept, never freed, since a CUDA graph
+// captured before may still use it. `zeroed`: a new buffer is cleared on its stream (a plain
+// cudaMemset goes to the legacy default stream, which a non-blocking stream does not wait for).
+class PerStreamBuffers {
+ public:
+  void* get(size_t bytes, cudaStream_t stream, bool zeroed) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Buffer& b = buffers_[stream];
+    if (bytes > b.capacity) {
+      b = Buffer{};
+      CUDA_CHECK(cudaMalloc(&b.ptr, bytes));
+      if (zeroed) CUDA_CHECK(cudaMemsetAsync(b.ptr, 0, bytes, stream));
+      b.capacity = bytes;
+    }
+    return b.ptr;
+  }
+
+ private:
+  struct Buffer {
     void* ptr = nullptr;
     size_t capacity = 0;
   };
-  static std::mutex mutex;
-  static std::map<cudaStream_t, Scratch> buffers;
-  std::lock_guard<std::mutex> lock(mutex);
-  Scratch& b = buffers[stream];
-  if (bytes > b.capacity) {
-    // The smaller buffer is kept, not freed: a CUDA graph captured before may still use it.
-    b = Scratch{};
-    CUDA_CHECK(cudaMalloc(&b.ptr, bytes));
-    b.capacity = bytes;
-  }
-  return b.ptr;
+  std::mutex mutex_;
+  std::map<cudaStream_t, Buffer> buffers_;
+};
+}  // namespace
+
+void* conv_scratch(size_t bytes, cudaStream_t stream) {
+  static PerStreamBuffers scratch;
+  return scratch.get(bytes, stream, false);
 }
 
 int* conv_counters(size_t count, cudaStream_t stream) {
-  // As conv_scratch, one array per stream; zeroed when it grows (the kernels leave it zero).
-  struct Counters {
-    int* ptr = nullptr;
-    size_t capacity = 0;
-  };
-  static std::mutex mutex;
-  static std::map<cudaStream_t, Counters> arrays;
-  std::lock_guard<std::mutex> lock(mutex);
-  Counters& c = arrays[stream];
-  if (count > c.capacity) {
-    c = Counters{};  // the smaller array is kept (a captured graph may use it), as in conv_scratch
-    CUDA_CHECK(cudaMalloc(&c.ptr, count * sizeof(int)));
-    // On the stream itself: a plain cudaMemset goes to the legacy default stream, which a
-    // non-blocking stream (the capstone's trunk streams) does not wait for.
-    CUDA_CHECK(cudaMemsetAsync(c.ptr, 0, count * sizeof(int), stream));
-    c.capacity = count;
-  }
-  return c.ptr;
+  static PerStreamBuffers counters;  // the kernels leave them zero
+  return static_cast<int*>(counters.get(count * sizeof(int), stream, true));
 }
 
 namespace {

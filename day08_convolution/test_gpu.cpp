@@ -90,21 +90,12 @@ struct Bf16Data {
   }
 };
 
-// The fp32 NHWC variant's data (v11): x and w converted once (NHWC, KRSC fp32, values unchanged).
-struct F32NhwcData {
-  std::vector<float> x, w, bias;
-  gpu100::DeviceBuffer<float> d_x, d_w, d_b, d_y;
-  F32NhwcData(const day08::ConvShape& s, uint64_t seed)
-      : x(gpu100::random_vector<float>(size_t(s.n) * s.c * s.h * s.w, seed)),
-        w(gpu100::random_vector<float>(size_t(s.k) * s.c * s.r * s.s, seed + 1)),
-        bias(gpu100::random_vector<float>(size_t(s.k), seed + 2)),
-        d_x(x.size()),
-        d_w(w.size()),
-        d_b(bias.size()),
-        d_y(size_t(s.n) * s.k * s.p() * s.q()) {
+// The fp32 NHWC variant's data (v11): LayerData's values, with x and w converted once (NHWC,
+// KRSC fp32, values unchanged) on the device.
+struct F32NhwcData : LayerData {
+  F32NhwcData(const day08::ConvShape& s, uint64_t seed) : LayerData(s, seed) {
     d_x.upload(day08::to_nhwc_f32(s, x));
     d_w.upload(day08::to_krsc_f32(s, w));
-    d_b.upload(bias);
   }
   std::vector<float> run(const day08::Conv2dVariant& v, const day08::ConvShape& s, bool with_bias) {
     d_y.poison();
