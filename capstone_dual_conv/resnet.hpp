@@ -126,10 +126,7 @@ void global_avgpool_nchw(const float* x, float* y, int n, int c, int h, int w, c
 void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
                               cudaStream_t stream);
 // The TF32 network on Hopper keeps fp32 NHWC activations after its stem (day08 v11's layout): its
-// max pool reads the stem's NCHW output and writes NHWC (the layout change folded into the pool),
-// and its average pool reads fp32 NHWC.
-void maxpool_nchw_to_nhwc(const float* x, float* y, int n, int c, int h, int w, int k, int s, int p,
-                          cudaStream_t stream);
+// average pool reads fp32 NHWC.
 void global_avgpool_nhwc(const float* x, float* y, int n, int c, int h, int w, cudaStream_t stream);
 // NCHW fp32 [n, c, h, w] -> NHWC bf16 [n, h, w_pad, c_pad], channels c .. c_pad - 1 and columns
 // w .. w_pad - 1 zero (the bf16 network pads its stems' 3 and 1 input channels to 4 or 8, the

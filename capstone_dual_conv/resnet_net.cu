@@ -14,6 +14,7 @@
 #include "conv.hpp"
 #include "conv_day.hpp"
 #include "resnet_net.hpp"
+#include "resnet_stem.hpp"
 
 namespace capstone::resnet {
 
@@ -21,11 +22,6 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kThreads = 256;
-// The bf16 stems' input layouts (their 3 and 1 channels zero-padded): 4 channels with the 7x7
-// filters widened to 7x8 (a zero column) where day08's fused form runs v9's kernel, which copies
-// two neighbouring taps of 4 channels per 16 bytes (half the padded work of 8 channels); else 8
-// channels, 7x7.
-constexpr int kStemPad = 8, kStemPairsPad = 4, kStemPairsWidth = 8;
 
 // The FC: logits[i][j] = b[j] + sum over trunks t and features f of feat_t[i][f] W[j][512 t + f].
 // One warp per logit: the lanes stride over the features (coalesced reads of one row of W and one
@@ -53,33 +49,17 @@ __global__ void fc_kernel(FcFeatures feat, const float* __restrict__ w, const fl
   if (lane == 0) y[logit] = sum + b[j];
 }
 
-// s_kernel: the kernel's filter width, when it is widened with zero columns (0: s.r).
-day08::ConvShape conv_shape(const ConvSpec& s, int c_in, int n, int h, int w, int s_kernel = 0) {
+day08::ConvShape conv_shape(const ConvSpec& s, int c_in, int n, int h, int w) {
   day08::ConvShape cs;
-  cs.n = n, cs.c = c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = s.r;
-  cs.s = s_kernel > 0 ? s_kernel : s.r;
+  cs.n = n, cs.c = c_in, cs.h = h, cs.w = w, cs.k = s.c_out, cs.r = cs.s = s.r;
   cs.stride = s.stride, cs.pad = s.pad, cs.dilation = 1;
   return cs;
-}
-
-// KCRS filters [k][c][r][s] widened to [k][c][r][s_pad] with zero columns on the right.
-std::vector<float> widen_filters(const std::vector<float>& w, int k, int c, int r, int s,
-                                 int s_pad) {
-  std::vector<float> out(size_t(k) * c * r * s_pad, 0.f);
-  for (size_t row = 0; row < size_t(k) * c * r; ++row) {
-    std::copy_n(w.begin() + row * s, s, out.begin() + row * s_pad);
-  }
-  return out;
 }
 
 }  // namespace
 
 day08::ConvShape Net::layer_shape(const Layer& l, int n, int h, int w) {
-  return conv_shape(l.spec, l.c_in, n, h, w, l.s);
-}
-
-int Net::stem_input_width(int w) const {
-  return stem_pairs_ ? (w + 1) / 2 * 2 : w;
+  return conv_shape(l.spec, l.c_in, n, h, w);
 }
 
 const char* to_string(Trunks t) {
@@ -103,28 +83,30 @@ Trunks parse_trunks(const std::string& s) {
 
 Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
   const bool bf = precision_ == gpu100::Precision::kBf16;
-  auto layer = [&](const ConvBn& cb, const ConvSpec& spec, bool present) {
+  auto layer = [&](const ConvBn& cb, const ConvSpec& spec, bool present, bool stem) {
     Layer l;
     l.spec = spec;
     l.c_in = spec.c_in;
-    l.s = spec.r;
-    if (bf && spec.c_in % kStemPad != 0) {  // a stem
-      l.c_in = stem_pairs_ ? kStemPairsPad : kStemPad;
-      l.s = stem_pairs_ ? kStemPairsWidth : spec.r;
-    }
     // TF32 on Hopper: every layer but the stem (3 or 1 input channels) on day08 v11's kernel.
     l.nhwc32 = nhwc32_ && spec.c_in % 4 == 0;
     if (!present) return l;
     const FoldedConv f = fold(cb);
     l.bias = gpu100::DeviceBuffer<float>(f.b.size());
     l.bias.upload(f.b);
-    if (bf) {
-      // KCRS fp32 -> KRSC bf16, a stem's input channels zero-padded and its filters widened
-      // (day08's host conversion).
-      const std::vector<float> w =
-          l.s == spec.r ? f.w : widen_filters(f.w, spec.c_out, spec.c_in, spec.r, spec.r, l.s);
+    if (stem && stem_pool_) {  // the fused stem's own filter layout (resnet_stem.hpp)
+      if (bf) {
+        const std::vector<bf16> w16 = stem_filters_bf16(f.w, spec.c_in);
+        l.w16 = gpu100::DeviceBuffer<bf16>(w16.size());
+        l.w16.upload(w16);
+      } else {
+        const std::vector<float> w32 = stem_filters_tf32(f.w, spec.c_in);
+        l.w32 = gpu100::DeviceBuffer<float>(w32.size());
+        l.w32.upload(w32);
+      }
+    } else if (bf) {
+      // KCRS fp32 -> KRSC bf16 (day08's host conversion).
       const std::vector<bf16> w16 =
-          day08::to_krsc_bf16(conv_shape(spec, spec.c_in, 1, 1, 1, l.s), w, l.c_in);
+          day08::to_krsc_bf16(conv_shape(spec, spec.c_in, 1, 1, 1), f.w, l.c_in);
       l.w16 = gpu100::DeviceBuffer<bf16>(w16.size());
       l.w16.upload(w16);
     } else if (l.nhwc32) {
@@ -147,12 +129,12 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
   };
   DeviceTrunk dt;
   dt.t = t;
-  dt.layers.push_back(layer(wts.stem, t.stem, true));
+  dt.layers.push_back(layer(wts.stem, t.stem, true, true));
   for (size_t i = 0; i < t.blocks.size(); ++i) {
     const BasicBlock& b = t.blocks[i];
-    dt.layers.push_back(layer(wts.conv1[i], b.conv1, true));
-    dt.layers.push_back(layer(wts.conv2[i], b.conv2, true));
-    dt.layers.push_back(layer(wts.shortcut[i], b.shortcut, b.downsample));
+    dt.layers.push_back(layer(wts.conv1[i], b.conv1, true, false));
+    dt.layers.push_back(layer(wts.conv2[i], b.conv2, true, false));
+    dt.layers.push_back(layer(wts.shortcut[i], b.shortcut, b.downsample, false));
   }
   return dt;
 }
@@ -180,10 +162,14 @@ Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
       }
     }
   }
-  if (precision_ == gpu100::Precision::kBf16) {
-    const ConvSpec& stem = resnet18_trunk(channels[0]).stem;
-    stem_pairs_ = day08::conv2d_fused_bf16_takes(
-        conv_shape(stem, kStemPairsPad, 1, stem.r, stem.r, kStemPairsWidth));
+  // The stem and its pool as one kernel wherever the next layer reads NHWC: bf16, and TF32 on
+  // Hopper (every ResNet-18 stem passes stem_pool_takes).
+  if (precision_ == gpu100::Precision::kBf16 || nhwc32_) {
+    stem_pool_ = true;
+    for (int c : channels) stem_pool_ = stem_pool_ && stem_pool_takes(resnet18_trunk(c));
+    if (!stem_pool_ && precision_ == gpu100::Precision::kBf16) {
+      throw std::invalid_argument("Net: the bf16 network needs a ResNet-18 stem (7x7/2 and pool)");
+    }
   }
   for (size_t i = 0; i < channels.size(); ++i) {
     trunk_.push_back(upload(resnet18_trunk(channels[i]), weights.trunks[i]));
@@ -231,20 +217,15 @@ Net::Program Net::program(const DeviceTrunk& dt, int n, int h, int w) const {
   };
   const Trunk& t = dt.t;
   int cur = -1, c = t.stem.c_in;
-  if (bf) {
-    // The stem's input: channels padded, and with widened filters the width made even (a zero
-    // column), which gives the widened stem the true output width: with stride 2, pad 3 and
-    // S = 8 it reads columns 2q - 3 .. 2q + 4, the last with a zero weight.
-    const int c_pad = dt.layers[0].c_in, w_pad = stem_input_width(w);
-    cur = add({Op::kConvert, -1, -1, -1, -1, false, c, h, w}, c_pad, h, w_pad, es);
-    c = c_pad;
-    cur = add({Op::kConv, 0, cur, -1, -1, true, c, h, w_pad}, 64, t.stem.out(h), t.stem.out(w), es);
+  const int ph = t.pool_out(t.stem.out(h)), pw = t.pool_out(t.stem.out(w));
+  if (stem_pool_) {
+    cur = add({Op::kStemPool, 0, -1, -1, -1, true, c, h, w}, 64, ph, pw, es);
   } else {
     cur = add({Op::kConv, 0, cur, -1, -1, true, c, h, w}, 64, t.stem.out(h), t.stem.out(w), es);
+    h = t.stem.out(h), w = t.stem.out(w);
+    cur = add({Op::kMaxPool, -1, cur, -1, -1, false, 64, h, w}, 64, ph, pw, es);
   }
-  h = t.stem.out(h), w = t.stem.out(w), c = 64;
-  cur = add({Op::kMaxPool, -1, cur, -1, -1, false, c, h, w}, c, t.pool_out(h), t.pool_out(w), es);
-  h = t.pool_out(h), w = t.pool_out(w);
+  h = ph, w = pw, c = 64;
   for (size_t i = 0; i < t.blocks.size(); ++i) {
     const BasicBlock& b = t.blocks[i];
     const int l1 = int(1 + 3 * i), ho = b.conv1.out(h), wo = b.conv1.out(w), k = b.conv1.c_out;
@@ -318,9 +299,12 @@ void Net::plan(int n, int h, int w) {
   }
   for (size_t t = 0; t < progs.size(); ++t) {  // every layer within the kernels' limits
     for (const Op& op : progs[t].ops) {
-      if (op.kind != Op::kConv) continue;
       try {
-        day08::check_conv_args(layer_shape(trunk_[t].layers[op.layer], n, op.h, op.w));
+        if (op.kind == Op::kConv) {
+          day08::check_conv_args(layer_shape(trunk_[t].layers[op.layer], n, op.h, op.w));
+        } else if (op.kind == Op::kStemPool) {
+          check_stem_pool_args(trunk_[t].t, n, op.h, op.w);
+        }
       } catch (const std::invalid_argument& e) {
         throw gpu100::UsageError(fmt::format("network: N={} at {}x{}: {}", n, h, w, e.what()));
       }
@@ -344,21 +328,20 @@ void Net::run_op(int trunk, const Op& op, int n, const std::vector<const float*>
   void* out = tensor(trunk, op.out);
   const Trunk& t = trunk_[trunk].t;
   switch (op.kind) {
-    case Op::kConvert:
-      to_nhwc_bf16(input, static_cast<bf16*>(out), n, op.c, op.h, op.w,
-                   trunk_[trunk].layers[0].c_in, stem_input_width(op.w), stream);
-      return;
-    case Op::kMaxPool:
+    case Op::kStemPool: {
+      const Layer& l = trunk_[trunk].layers[0];
       if (bf) {
-        maxpool_nhwc_bf16(static_cast<const bf16*>(in), static_cast<bf16*>(out), n, op.c, op.h,
-                          op.w, t.pool_k, t.pool_stride, t.pool_pad, stream);
-      } else if (nhwc32_) {  // the stem's NCHW output in, NHWC out
-        maxpool_nchw_to_nhwc(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h,
-                             op.w, t.pool_k, t.pool_stride, t.pool_pad, stream);
+        stem_pool_bf16(t, input, l.w16.data(), l.bias.data(), static_cast<bf16*>(out), n, op.h,
+                       op.w, stream);
       } else {
-        maxpool_nchw(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h, op.w,
-                     t.pool_k, t.pool_stride, t.pool_pad, stream);
+        stem_pool_tf32(t, input, l.w32.data(), l.bias.data(), static_cast<float*>(out), n, op.h,
+                       op.w, stream);
       }
+      return;
+    }
+    case Op::kMaxPool:  // fp32, and TF32 off Hopper: NCHW (the other networks fuse it)
+      maxpool_nchw(static_cast<const float*>(in), static_cast<float*>(out), n, op.c, op.h, op.w,
+                   t.pool_k, t.pool_stride, t.pool_pad, stream);
       return;
     case Op::kAvgPool:
       if (bf) {
@@ -524,19 +507,17 @@ std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs,
                  (op.in >= 0 ? double(prog.tensors[op.in].bytes)
                              : double(n) * op.c * op.h * op.w * sizeof(float)) +
                  (op.residual >= 0 ? double(prog.tensors[op.residual].bytes) : 0.0);
-      if (op.kind == Op::kConv) {
+      if (op.kind == Op::kConv || op.kind == Op::kStemPool) {
         const Layer& l = trunk_[t].layers[op.layer];
         const ConvSpec& s = l.spec;
-        st.kind = step_kind(s, op.layer == 0);
+        st.kind = step_kind(s, op.layer == 0) + (op.kind == Op::kStemPool ? " + max pool" : "");
         st.shape = conv_shape(s, s.c_in, n, op.h, op.w);
         st.flops = 2.0 * n * s.c_in * s.c_out * s.r * s.r * double(s.out(op.h)) * s.out(op.w);
         st.bytes += bf                  ? l.w16.size() * sizeof(bf16)
                     : l.wino.size() > 0 ? l.wino.size() * sizeof(float)
                                         : l.w32.size() * sizeof(float);
       } else {
-        st.kind = op.kind == Op::kConvert   ? "convert"
-                  : op.kind == Op::kMaxPool ? "max pool"
-                                            : "avg pool";
+        st.kind = op.kind == Op::kMaxPool ? "max pool" : "avg pool";
       }
       steps.push_back(st);
     }

@@ -9,21 +9,19 @@
 //         the 3x3 stride-1 layers (filters transformed once, in the constructor), v4's kernel for
 //         the others.
 //   tf32: TF32 tensor cores, fp32 accumulation. Where the GPU runs the build's sm_90a code, fp32
-//         NHWC activations after the stem and KRSC weights, day08 v11's kernel (TMA im2col, wgmma
-//         .tf32, which takes only K-major operands) for every layer but the stem; the stem on
-//         v5's kernel (3 and 1 input channels) writes NCHW and the max pool turns it into NHWC.
-//         Elsewhere fp32 NCHW throughout, day08 v5's kernel (mma.sync).
-//   bf16: bf16 NHWC activations and KRSC weights, where the GPU runs the build's sm_90a code
-//         day08 v10's kernel (TMA im2col, wgmma) for the layers with C % 64 == 0 and v9's (wgmma)
-//         for the stems, else v6's (mma.sync); bf16 tensor cores, fp32 accumulation and
-//         bias; the stems' 3 and 1 input channels are zero-padded to 8, or, where v9 runs, to 4
-//         with the 7x7 filters widened to 7x8 (v9 copies two taps of 4 channels per 16 bytes:
-//         half the padded work). The pooled features are fp32.
+//         NHWC activations and KRSC weights, day08 v11's kernel (TMA im2col, wgmma .tf32, which
+//         takes only K-major operands) for every layer after the stem, and the stem, its ReLU and
+//         the max pool as one kernel (resnet_stem.hpp) from the fp32 NCHW input to NHWC. Elsewhere
+//         fp32 NCHW throughout, day08 v5's kernel (mma.sync), and the pool on its own.
+//   bf16: bf16 NHWC activations and KRSC weights: the stem, its ReLU and the max pool as one
+//         kernel (resnet_stem.hpp) from the fp32 NCHW input; then, where the GPU runs the build's
+//         sm_90a code, day08 v10's kernel (TMA im2col, wgmma) for every convolution, else v6's
+//         (mma.sync); bf16 tensor cores, fp32 accumulation and bias. The pooled features are fp32.
 // The trunks of MC-ResNet18 run in one of three ways:
 //   sequential: one after the other on the caller's stream;
 //   streams:    each on its own CUDA stream, joined by events (the GPU may overlap them);
 //   dual:       in lock-step, one launch for both trunks wherever their layers have the same shape
-//               (every layer after the stems; in bf16 the stems too, both padded to 8 channels).
+//               (every layer after the stems, which have 3 and 1 input channels).
 // Memory: plan() lays every activation out in one arena by liveness (resnet_arena.hpp) and
 // allocates it once; forward() allocates nothing.
 #include <cuda_bf16.h>
@@ -46,7 +44,8 @@ namespace capstone::resnet {
 enum class Trunks { kSequential, kStreams, kDual };
 
 // The GPU code the network needs in a precision: fp32 runs day08's FMA kernels, on any build;
-// TF32 and bf16 run day08's tensor-core kernels (v5; v9 or v6), which need an sm_80 build.
+// TF32 and bf16 run tensor-core kernels (day08's v5, v10 or v6, v11; the fused stem), which need
+// an sm_80 build.
 gpu100::ArchNeed net_needs(gpu100::Precision precision);
 const char* to_string(Trunks t);            // "sequential", "streams", "dual"
 Trunks parse_trunks(const std::string& s);  // the reverse; throws std::invalid_argument
@@ -103,8 +102,7 @@ class Net {
  private:
   struct Layer {
     ConvSpec spec;
-    int c_in = 0;         // the kernel's input channels (a bf16 stem's are padded to 4 or 8)
-    int s = 0;            // the kernel's filter width (a bf16 stem's 7 may be widened to 8)
+    int c_in = 0;         // input channels
     bool nhwc32 = false;  // TF32 on v11: fp32 NHWC in and out, w32 in KRSC
     gpu100::DeviceBuffer<float> w32, bias;
     gpu100::DeviceBuffer<float> wino;  // fp32 3x3/1: the filters Winograd-transformed, once
@@ -117,7 +115,8 @@ class Net {
   // One step of a trunk's program: a conversion, a convolution or a pool. Tensor ids index the
   // program's tensors; -1 is the trunk's input (the caller's pointer).
   struct Op {
-    enum Kind { kConvert, kConv, kMaxPool, kAvgPool } kind = kConv;
+    // kStemPool: the stem, its ReLU and the max pool in one kernel (resnet_stem.hpp).
+    enum Kind { kConv, kStemPool, kMaxPool, kAvgPool } kind = kConv;
     int layer = -1, in = -1, out = -1, residual = -1;
     bool relu = false;
     int c = 0, h = 0, w = 0;  // the input's channels and size
@@ -134,10 +133,8 @@ class Net {
   };
   Layout layout(const std::vector<Program>& progs) const;
   DeviceTrunk upload(const Trunk& t, const TrunkWeights& wts) const;
-  // The shape day08 sees for a layer at this batch and input size (padded channels, widened
-  // filters); the width of the converted bf16 stem input for an input width w.
+  // The shape day08 sees for a layer at this batch and input size.
   static day08::ConvShape layer_shape(const Layer& l, int n, int h, int w);
-  int stem_input_width(int w) const;
   void run_op(int trunk, const Op& op, int n, const std::vector<const float*>& inputs,
               cudaStream_t stream);
   void conv(const std::vector<std::pair<int, const Op*>>& group, int n,
@@ -151,8 +148,8 @@ class Net {
   gpu100::Precision precision_;
   Trunks trunks_;
   int classes_;
-  bool stem_pairs_ = false;  // bf16: the stems in 4 channels with 7x8 filters (v9's pair copies)
-  bool nhwc32_ = false;      // TF32 on Hopper: fp32 NHWC after the stem (day08 v11)
+  bool stem_pool_ = false;  // the stem and the max pool as one kernel (bf16; TF32 on Hopper)
+  bool nhwc32_ = false;     // TF32 on Hopper: fp32 NHWC after the stem (day08 v11)
   std::vector<DeviceTrunk> trunk_;
   gpu100::DeviceBuffer<float> fc_w_, fc_b_;  // the FC's W [classes][512 x trunks] and bias
   std::vector<Program> progs_;

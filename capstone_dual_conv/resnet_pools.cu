@@ -46,36 +46,9 @@ __global__ void maxpool_nchw_kernel(const float* __restrict__ x, float* __restri
   y[i] = window_max_nchw(x + plane * h * w, h, w, pp * s - p, q * s - p, k);
 }
 
-// The TF32 network's max pool: NCHW in (the stem's output, from day08 v5's kernel) and NHWC out
-// (what day08 v11's kernel reads): the layout change folded into the pool, which reads the larger
-// tensor once anyway. A block takes 32 output columns x 32 channels of one output row (n, p): it
-// computes the maxima with q fastest (each warp reads one input row's 3 x 32 strided columns of a
-// plane), parks them in shared memory, and writes them back with c fastest (128 contiguous bytes
-// per warp store). blockIdx.z walks the output rows.
-__global__ void maxpool_nchw_to_nhwc_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                            int c, int h, int w, int P, int Q, int k, int s, int p,
-                                            int rows) {
-  __shared__ float tile[32][33];  // [channel][column], padded against bank conflicts
-  const int q0 = blockIdx.x * 32, c0 = blockIdx.y * 32, tx = threadIdx.x, ty = threadIdx.y;
-  for (int row = blockIdx.z; row < rows; row += gridDim.z) {
-    const int n = row / P, pp = row - n * P;
-    for (int cc = ty; cc < 32; cc += 8) {
-      const int ci = c0 + cc, q = q0 + tx;
-      if (ci >= c || q >= Q) continue;
-      tile[cc][tx] =
-          window_max_nchw(x + (int64_t(n) * c + ci) * h * w, h, w, pp * s - p, q * s - p, k);
-    }
-    __syncthreads();
-    for (int qq = ty; qq < 32; qq += 8) {
-      const int q = q0 + qq, ci = c0 + tx;
-      if (q < Q && ci < c) y[(int64_t(row) * Q + q) * c + ci] = tile[tx][qq];
-    }
-    __syncthreads();  // the tile is rewritten for the next row
-  }
-}
-
 // One thread per output y[n][p][q][c], c fastest: a warp reads 32 consecutive channels. The
-// general path (any C, any alignment); maxpool_nhwc8_kernel below is the one the networks run.
+// general path (any C, any alignment); maxpool_nhwc8_kernel below is the one the cuDNN baseline
+// network runs (the own bf16 network fuses its pool into the stem, resnet_stem.hpp).
 __global__ void maxpool_nhwc_kernel(const __nv_bfloat16* __restrict__ x,
                                     __nv_bfloat16* __restrict__ y, int c, int h, int w, int P,
                                     int Q, int k, int s, int p, int64_t total) {
@@ -259,20 +232,6 @@ void global_avgpool_nhwc(const float* x, float* y, int n, int c, int h, int w,
   check_pool_args(n, c, h, w, 1, 1, 0);
   const int64_t total = int64_t(n) * c;
   avgpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h * w, total);
-  CUDA_CHECK_LAST();
-}
-
-void maxpool_nchw_to_nhwc(const float* x, float* y, int n, int c, int h, int w, int k, int s, int p,
-                          cudaStream_t stream) {
-  check_pool_args(n, c, h, w, k, s, p);
-  const int P = (h + 2 * p - k) / s + 1, Q = (w + 2 * p - k) / s + 1;
-  if (int64_t(n) * P > INT_MAX) {
-    throw std::invalid_argument("maxpool_nchw_to_nhwc: more output rows than an int holds");
-  }
-  const int rows = n * P;
-  const dim3 grid(unsigned(gpu100::ceil_div(Q, 32)), unsigned(gpu100::ceil_div(c, 32)),
-                  unsigned(std::min(rows, 65535)));
-  maxpool_nchw_to_nhwc_kernel<<<grid, dim3(32, 8), 0, stream>>>(x, y, c, h, w, P, Q, k, s, p, rows);
   CUDA_CHECK_LAST();
 }
 

@@ -1,10 +1,11 @@
 // capstone GPU tests of MC-ResNet18's layers and networks against the double CPU reference: the
-// pools (fp32 NCHW, bf16 NHWC, fp32 NCHW to NHWC and fp32 NHWC; odd H and W, windows at the
-// borders, one row or column), day08's fused convolution (bias, residual, ReLU; stride 2, 7x7, 1x1;
-// one or two per launch; in fp32 both v4's kernel and the Winograd form where it applies; in TF32
-// v5's kernel and, where the GPU runs it, v11's on NHWC; in bf16 the kernel the fused form picks,
-// v10 or v9 where the GPU runs them, and the ones it passes over), and the networks in every
-// precision and trunks mode. Fresh seeded inputs, outputs poisoned first.
+// pools (fp32 NCHW, bf16 NHWC and fp32 NHWC; odd H and W, windows at the borders, one row or
+// column), the fused stem (bf16 and TF32; partial tiles, one pixel, refusals), day08's fused
+// convolution (bias, residual, ReLU; stride 2, 7x7, 1x1; one or two per launch; in fp32 both v4's
+// kernel and the Winograd form where it applies; in TF32 v5's kernel and, where the GPU runs it,
+// v11's on NHWC; in bf16 the kernel the fused form picks, v10 or v9 where the GPU runs them, and
+// the ones it passes over), and the networks in every precision and trunks mode. Fresh seeded
+// inputs, outputs poisoned first.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "conv_day.hpp"
 #include "resnet.hpp"
 #include "resnet_net.hpp"
+#include "resnet_stem.hpp"
 
 namespace {
 
@@ -69,7 +71,7 @@ std::vector<gpu100::Precision> precisions_here() {
 
 }  // namespace
 
-TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW, bf16 NHWC and fp32 NCHW to NHWC", "[gpu]") {
+TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW and bf16 NHWC", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 300;
   for (const PoolCase& pc : kCases) {
@@ -88,21 +90,6 @@ TEST_CASE("resnet: max pool matches the CPU, fp32 NCHW, bf16 NHWC and fp32 NCHW 
                         d_y.download(), 0.0, 0.0);  // a max is exact
     INFO("fp32 NCHW: " << c32.summary());
     REQUIRE(c32.ok);
-    // NCHW in, NHWC out (the TF32 network's pool on Hopper): the same maxima, channels innermost.
-    {
-      const auto ref = maxpool_cpu(x, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p, false);
-      day08::ConvShape ys;
-      ys.n = pc.n, ys.c = pc.c, ys.h = P, ys.w = Q;
-      const std::vector<float> want =
-          day08::to_nhwc_f32(ys, std::vector<float>(ref.begin(), ref.end()));
-      d_y.poison();
-      maxpool_nchw_to_nhwc(d_x.data(), d_y.data(), pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p,
-                           nullptr);
-      sync_check();
-      const auto ct = gpu100::compare(want, d_y.download(), 0.0, 0.0);
-      INFO("fp32 NCHW to NHWC: " << ct.summary());
-      REQUIRE(ct.ok);
-    }
     const auto x16 = gpu100::round_trip<bf16>(x);  // read as NHWC: any values will do
     const auto ref16 = maxpool_cpu(x16, pc.n, pc.c, pc.h, pc.w, pc.k, pc.s, pc.p, true);
     // Offset 0: the 16-byte path where C % 8 == 0; offset 1 element: the general path.
@@ -205,6 +192,124 @@ TEST_CASE("resnet: the pools reject bad shapes before any launch", "[gpu]") {
                   std::invalid_argument);
   sync_check();
   for (float v : d.download()) CHECK(std::isnan(v));
+}
+
+// ---- the fused stem (resnet_stem.hpp) -----------------------------------------------------------
+
+namespace {
+
+// The stem, its ReLU and the pool on the CPU, in double on the values the kernel reads (input and
+// filters rounded by `round`), as NHWC [n][P][Q][64].
+std::vector<float> stem_pool_cpu(const FoldedConv& cv, const std::vector<float>& x, int n, int h,
+                                 int w) {
+  const Trunk t = resnet18_trunk(cv.spec.c_in);
+  const int oh = cv.spec.out(h), ow = cv.spec.out(w);
+  const std::vector<float> conv = conv_cpu(cv, x, n, h, w, nullptr, true, 1);
+  const std::vector<double> pooled =
+      maxpool_cpu(conv, n, 64, oh, ow, t.pool_k, t.pool_stride, t.pool_pad, false);
+  day08::ConvShape ys;
+  ys.n = n, ys.c = 64, ys.h = t.pool_out(oh), ys.w = t.pool_out(ow);
+  return day08::to_nhwc_f32(ys, std::vector<float>(pooled.begin(), pooled.end()));
+}
+
+}  // namespace
+
+TEST_CASE("resnet: the fused stem (7x7/2, bias, ReLU, 3x3/2 max pool) matches the CPU", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const bool run_tf32 = runs_here(gpu100::Precision::kTf32);
+  const bool run_bf16 = runs_here(gpu100::Precision::kBf16);
+  if (!run_tf32 && !run_bf16) return;
+  struct StemCase {
+    int n, c, h, w;
+  };
+  // One pixel; sizes no 7 x 8 tile of pool outputs divides (partial tiles in both directions);
+  // several tiles per image; the depth trunk's single channel.
+  const std::vector<StemCase> cases = {{1, 3, 1, 1},   {2, 3, 37, 53},   {1, 1, 29, 31},
+                                       {3, 1, 9, 100}, {1, 3, 115, 131}, {2, 3, 60, 68}};
+  uint64_t seed = 1500;
+  for (const StemCase& sc : cases) {
+    const Trunk t = resnet18_trunk(sc.c);
+    REQUIRE(stem_pool_takes(t));
+    const int P = t.pool_out(t.stem.out(sc.h)), Q = t.pool_out(t.stem.out(sc.w));
+    const size_t out = size_t(sc.n) * P * Q * 64;
+    INFO("N " << sc.n << " C " << sc.c << " " << sc.h << "x" << sc.w << " -> " << P << "x" << Q);
+    FoldedConv cv;
+    cv.spec = t.stem;
+    const double scale = 1.0 / std::sqrt(sc.c * 49.0);
+    cv.w = gpu100::random_vector<float>(size_t(64) * sc.c * 49, ++seed, -scale, scale);
+    cv.b = gpu100::random_vector<float>(64, ++seed, -0.5, 0.5);
+    const auto x = gpu100::random_vector<float>(size_t(sc.n) * sc.c * sc.h * sc.w, ++seed);
+    gpu100::DeviceBuffer<float> d_x(x.size()), d_b(64);
+    d_b.upload(cv.b);
+    if (run_bf16) {
+      FoldedConv cr = cv;
+      cr.w = gpu100::round_trip<bf16>(cv.w);
+      const std::vector<float> xr = gpu100::round_trip<bf16>(x);
+      d_x.upload(x);  // the kernel rounds the fp32 input itself
+      const std::vector<bf16> w16 = stem_filters_bf16(cv.w, sc.c);
+      gpu100::DeviceBuffer<bf16> d_w(w16.size()), d_y(out);
+      d_w.upload(w16);
+      d_y.poison();
+      stem_pool_bf16(t, d_x.data(), d_w.data(), d_b.data(), d_y.data(), sc.n, sc.h, sc.w, nullptr);
+      sync_check();
+      // Only fp32 summation and the output's rounding to bf16 (2^-9 relative) remain.
+      const auto cmp = gpu100::compare(stem_pool_cpu(cr, xr, sc.n, sc.h, sc.w),
+                                       gpu100::convert_to_float(d_y.download()), 1e-4, 1.0 / 256);
+      INFO("bf16: " << cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+    if (run_tf32) {
+      FoldedConv cr = cv;
+      cr.w = gpu100::round_to_tf32(cv.w);
+      const std::vector<float> xr = gpu100::round_to_tf32(x);
+      d_x.upload(x);
+      const std::vector<float> w32 = stem_filters_tf32(cv.w, sc.c);
+      gpu100::DeviceBuffer<float> d_w(w32.size()), d_y(out);
+      d_w.upload(w32);
+      d_y.poison();
+      stem_pool_tf32(t, d_x.data(), d_w.data(), d_b.data(), d_y.data(), sc.n, sc.h, sc.w, nullptr);
+      sync_check();
+      // fp32 summation and the output's rounding to TF32 (2^-11 relative).
+      const auto cmp =
+          gpu100::compare(stem_pool_cpu(cr, xr, sc.n, sc.h, sc.w), d_y.download(), 1e-4, 1e-3);
+      INFO("tf32: " << cmp.summary());
+      REQUIRE(cmp.ok);
+    }
+  }
+}
+
+TEST_CASE("resnet: the fused stem refuses what it cannot take, before any launch", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const Trunk t = resnet18_trunk(3);
+  Trunk wide = t, no_pad = t;
+  wide.stem.c_in = 4;
+  no_pad.pool_pad = 0;
+  CHECK_FALSE(stem_pool_takes(wide));
+  CHECK_FALSE(stem_pool_takes(no_pad));
+  CHECK_THROWS_AS(stem_filters_bf16(std::vector<float>(64 * 4 * 49), 4), std::invalid_argument);
+  CHECK_THROWS_AS(stem_filters_tf32(std::vector<float>(64 * 3 * 49 - 1), 3), std::invalid_argument);
+  gpu100::DeviceBuffer<float> d(64 * 64), b(64);
+  gpu100::DeviceBuffer<bf16> d16(64 * 64);
+  d.poison();
+  d16.poison();
+  // A trunk it does not take, an empty batch, a negative size, a null or unaligned pointer, and
+  // an image past its 32-bit limits.
+  CHECK_THROWS_AS(stem_pool_tf32(wide, d.data(), d.data(), b.data(), d.data(), 1, 8, 8, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(stem_pool_tf32(t, d.data(), d.data(), b.data(), d.data(), 0, 8, 8, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(stem_pool_bf16(t, d.data(), d16.data(), b.data(), d16.data(), 1, -8, 8, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(stem_pool_bf16(t, nullptr, d16.data(), b.data(), d16.data(), 1, 8, 8, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      stem_pool_bf16(t, d.data(), d16.data(), b.data(), d16.data() + 1, 1, 8, 8, nullptr),
+      std::invalid_argument);
+  CHECK_THROWS_AS(stem_pool_tf32(t, d.data(), d.data() + 2, b.data(), d.data(), 1, 8, 8, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(check_stem_pool_args(t, 1, 1 << 16, 1 << 16), std::invalid_argument);
+  sync_check();
+  for (float v : d.download()) REQUIRE(std::isnan(v));
 }
 
 // ---- day08's fused layer form, as the network calls it
