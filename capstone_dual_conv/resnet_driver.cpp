@@ -51,7 +51,8 @@ const std::vector<NetRow>& net_rows() {
         {"own_tf32_dual", "TF32, one launch for both trunks per layer", Precision::kTf32,
          Trunks::kDual, false},
         {"own_bf16_sequential",
-         "bf16 NHWC tensor cores, day08 fused (v10/v9 wgmma on sm_90a, else v6), trunks in turn",
+         "bf16 NHWC tensor cores, day08 fused (v12/v10/v9 wgmma on sm_90a, else v6), trunks in "
+         "turn",
          Precision::kBf16, Trunks::kSequential, false},
         {"own_bf16_streams", "bf16 NHWC, each trunk on its own CUDA stream", Precision::kBf16,
          Trunks::kStreams, false},

@@ -50,6 +50,7 @@
 #include "common/cuda_check.hpp"
 #include "common/half.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "mma.cuh"
 #include "resnet_stem.hpp"
 
@@ -369,16 +370,7 @@ template <class T, int kC>
 void launch(const StemArgs& args, const T* w, T* y, cudaStream_t stream) {
   using C = StemConfig<T, kC>;
   constexpr auto kKernel = stem_pool_kernel<T, kC>;
-  static const int resident = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(C::kSmemBytes)));
-    int per_sm = 0, dev = 0, sms = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, C::kThreads,
-                                                             C::kSmemBytes));
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return std::max(1, per_sm) * sms;
-  }();
+  static const int resident = gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes);
   const int blocks = std::min(args.tiles, resident);
   kKernel<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(args, w, y);
   CUDA_CHECK_LAST();

@@ -322,12 +322,12 @@ struct ConvCase {
   bool residual, relu;
 };
 // A block's conv2 (residual + ReLU), a stride-2 conv1, the 1x1/2 shortcut, the 7x7/2 stem on 3
-// channels, odd sizes throughout (no tile divides them).
-const std::vector<ConvCase> kConvCases = {{2, 16, 9, 11, 32, 3, 1, 1, true, true},
-                                          {1, 16, 13, 7, 64, 3, 2, 1, false, true},
-                                          {3, 32, 10, 9, 64, 1, 2, 0, false, false},
-                                          {1, 3, 23, 17, 64, 7, 2, 3, false, true},
-                                          {2, 64, 5, 5, 128, 3, 1, 1, true, false}};
+// channels, a deeper layer, and a first-stage block's conv2 (C = K = 64: day08 v12's kernel in bf16
+// on Hopper), odd sizes throughout (no tile divides them).
+const std::vector<ConvCase> kConvCases = {
+    {2, 16, 9, 11, 32, 3, 1, 1, true, true},   {1, 16, 13, 7, 64, 3, 2, 1, false, true},
+    {3, 32, 10, 9, 64, 1, 2, 0, false, false}, {1, 3, 23, 17, 64, 7, 2, 3, false, true},
+    {2, 64, 5, 5, 128, 3, 1, 1, true, false},  {2, 64, 11, 13, 64, 3, 1, 1, true, true}};
 
 // One convolution's operands in both layouts, with values rounded to bf16 when `bf16_in` (so
 // the CPU reference sees what the bf16 kernel reads).
@@ -497,18 +497,26 @@ void check_fused_bf16(const ConvCase& cc, int count, uint64_t seed) {
   const K kernel = day08::conv2d_fused_bf16_kernel(shape, g);
   day08::conv2d_fused_bf16_nhwc(shape, g);
   sync_check();
-  check(kernel == K::kV10  ? "day08 v10's kernel"
-        : kernel == K::kV9 ? "day08 v9's kernel"
-                           : "day08 v6's kernel");
+  check(kernel == K::kV12   ? "day08 v12's kernel"
+        : kernel == K::kV10 ? "day08 v10's kernel"
+        : kernel == K::kV9  ? "day08 v9's kernel"
+                            : "day08 v6's kernel");
   // Where the fused form runs a Hopper kernel (an sm_90a build on Hopper), the kernels it passes
-  // over for this shape keep their checks: v9's under v10, and v6's.
+  // over for this shape keep their checks: v12's under v10 where v12 takes the shape (the fused
+  // form leaves it to small batches' v10), v10's under v12, v9's under both, and v6's.
   const auto again = [&](const char* name, auto launch) {
     for (int i = 0; i < count; ++i) bufs[4 * i + 3].poison();
     launch();
     sync_check();
     check(name);
   };
-  if (kernel == K::kV10) {
+  if (kernel == K::kV10 && day08::v12_refusal(shape, false).empty()) {
+    again("day08 v12's kernel", [&] { day08::detail::conv2d_v12_group(shape, g, nullptr); });
+  }
+  if (kernel == K::kV12) {
+    again("day08 v10's kernel", [&] { day08::detail::conv2d_v10_group(shape, g, nullptr); });
+  }
+  if (kernel == K::kV10 || kernel == K::kV12) {
     again("day08 v9's kernel", [&] { day08::detail::conv2d_v9_group(shape, g, nullptr); });
   }
   if (kernel != K::kV6) {

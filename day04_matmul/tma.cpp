@@ -39,13 +39,14 @@ PFN_cuTensorMapEncodeIm2col_v12000 encode_im2col_fn() {
 
 // dims and box innermost first; strides in bytes for dimensions 1.. (dimension 0 is contiguous).
 CUtensorMap encode(CUtensorMapDataType type, int rank, const void* ptr, const cuuint64_t* dims,
-                   const cuuint64_t* strides, const cuuint32_t* box) {
+                   const cuuint64_t* strides, const cuuint32_t* box,
+                   CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   CUtensorMap map{};
   const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r =
       encode_fn()(&map, type, rank, const_cast<void*>(ptr), dims, strides, box, elem_strides,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
   }
@@ -91,6 +92,16 @@ CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4]
   }
   for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(__nv_bfloat16);
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
+}
+
+CUtensorMap make_tma_map_nhwc_8ch(const __nv_bfloat16* ptr, int n, int h, int w, int c, int box_w,
+                                  int box_h) {
+  // Dimensions innermost first (c, w, h, n); the box is 8 channels of box_h x box_w pixels.
+  const cuuint64_t d[4] = {cuuint64_t(c), cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
+  const cuuint64_t row = cuuint64_t(c) * sizeof(__nv_bfloat16);
+  const cuuint64_t st[3] = {row, row * cuuint64_t(w), row * cuuint64_t(w) * cuuint64_t(h)};
+  const cuuint32_t b[4] = {8, cuuint32_t(box_w), cuuint32_t(box_h), 1};
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 namespace {

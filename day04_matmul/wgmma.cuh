@@ -70,6 +70,15 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int c0, 
       : "memory");
 }
 
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, int c0, int c1, int c2,
+                                            int c3, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // im2col mode (a map from make_tma_map_im2col_nhwc): the map's `pixels` x `channels` box, starting
 // at channel c of pixel (n, h, w) of the window box (the first output pixel's window corner, which
 // may lie in the padding), with the filter tap's offsets (off_w, off_h) added to every pixel's
@@ -168,6 +177,19 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
   d |= uint64_t((lbo >> 4) & 0x3FFF) << 16;
   d |= uint64_t((sbo >> 4) & 0x3FFF) << 32;
   d |= uint64_t(1) << 62;
+  return d;
+}
+// The same descriptor with no swizzle (layout type 0 in bits 62-63): the operand is built of core
+// matrices of 8 rows x 16 bytes, each 128 contiguous bytes (row i at +16 i). For a K-major operand
+// LBO is the distance between two core matrices along k, SBO the distance between two along M (or
+// N). No row has to lie at a fixed place in a 1024-byte pattern, so a matrix may start at any
+// 16-byte boundary: day08's v12 points A at a shifted window of a halo tile, one tap at a time.
+__device__ __forceinline__ uint64_t make_desc_no_swizzle(const void* p, uint32_t lbo,
+                                                         uint32_t sbo) {
+  uint64_t d = 0;
+  d |= uint64_t((smem_addr(p) & 0x3FFFF) >> 4);
+  d |= uint64_t((lbo >> 4) & 0x3FFF) << 16;
+  d |= uint64_t((sbo >> 4) & 0x3FFF) << 32;
   return d;
 }
 

@@ -171,7 +171,7 @@ const std::vector<Filter2dVariant>& filter2d_variants() {
 }
 
 namespace {
-// The registry's NHWC entries: y is fp32 NKPQ for v6, v9, v10 and v11, bf16 NPQK for cuDNN
+// The registry's NHWC entries: y is fp32 NKPQ for v6, v9, v10, v11 and v12, bf16 NPQK for cuDNN
 // (y_bf16_npqk).
 void v6_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                   const float* bias, void* y, cudaStream_t stream) {
@@ -184,6 +184,10 @@ void v9_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat1
 void v10_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                    const float* bias, void* y, cudaStream_t stream) {
   conv2d_v10_tma_im2col_wgmma_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
+}
+void v12_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                   const float* bias, void* y, cudaStream_t stream) {
+  conv2d_v12_halo_wgmma_bf16_nhwc(s, x, w, bias, static_cast<float*>(y), stream);
 }
 void v11_f32_nhwc(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
                   cudaStream_t stream) {
@@ -248,6 +252,11 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            "v10 on fp32 NHWC operands as TF32: wgmma m64nNk8.tf32, a slab is a tap x 32 channels",
            P::kTf32, nullptr, false, "cudnn_tf32", nullptr, false, v11_refusal, 1,
            gpu100::ArchNeed::kSm90a, "", v11_f32_nhwc},
+          {"v12_halo_wgmma_bf16_nhwc",
+           "v10 for 3x3 layers of C, K <= 64: filters resident in shared memory, one TMA halo per "
+           "8x8 tile read in place by the 9 taps (no-swizzle descriptors), 3 consumer warpgroups",
+           P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v12_bf16_nhwc, false, v12_refusal, 1,
+           gpu100::ArchNeed::kSm90a},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
           // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
           // ResNet layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.
@@ -380,16 +389,36 @@ void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g, cudaSt
   detail::conv2d_v7_group(s, g, stream);
 }
 
+namespace {
+// Whether v12's 8 x 8-pixel tiles give each of its consumer warpgroups (3 per SM) two tiles or
+// more. With fewer (a batch of one: 221 tiles at the network's first stage) v10 is faster: it
+// splits the few tiles' work along GEMM_K (measured at N = 1: 0.124 ms for l1's 8 convolutions on
+// v12 against 0.102 on v10).
+bool v12_fills_gpu(const ConvShape& s) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  const int64_t tiles = int64_t(s.n) * gpu100::ceil_div(s.p(), 8) * gpu100::ceil_div(s.q(), 8);
+  return tiles >= 2 * 3 * int64_t(sms);
+}
+}  // namespace
+
 // The bf16 fused form's kernel, where the running GPU executes this build's sm_90a code
 // (gpu100::build_has asks the code the driver loaded, not the compute capability: an H100 running
-// an sm_80 build must take v6) and the pointers are 16-byte aligned: v10 (TMA im2col) when C is a
-// multiple of 64 (no slab half empty), else v9 (its gather) where it takes the shape; v6
-// (mma.sync) otherwise.
+// an sm_80 build must take v6) and the pointers are 16-byte aligned: v12 (resident filters, TMA
+// halo) for the 3x3 layers of C = 64 and K <= 64 it takes, when they have tiles enough for it
+// (v12_fills_gpu); v10 (TMA im2col) when C is a multiple
+// of 64 (no slab half empty), else v9 (its gather) where it takes the shape; v6 (mma.sync)
+// otherwise.
 FusedBf16Kernel conv2d_fused_bf16_kernel(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g) {
   if (!gpu100::build_has(gpu100::ArchNeed::kSm90a)) return FusedBf16Kernel::kV6;
   for (int i = 0; i < g.count; ++i) {
     if (!gpu100::aligned16(g.op[i].x) || !gpu100::aligned16(g.op[i].w)) return FusedBf16Kernel::kV6;
   }
+  if (s.c == 64 && v12_refusal(s, false).empty() && v12_fills_gpu(s)) return FusedBf16Kernel::kV12;
   if (s.c % 64 == 0 && v10_refusal(s, false).empty()) return FusedBf16Kernel::kV10;
   return v9_refusal(s, false).empty() ? FusedBf16Kernel::kV9 : FusedBf16Kernel::kV6;
 }
@@ -407,6 +436,9 @@ void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& 
         "conv2d_fused_bf16_nhwc: K = {} must be even (two channels per bf16x2 store)", s.k));
   }
   switch (conv2d_fused_bf16_kernel(s, g)) {
+    case FusedBf16Kernel::kV12:
+      detail::conv2d_v12_group(s, g, stream);
+      break;
     case FusedBf16Kernel::kV10:
       detail::conv2d_v10_group(s, g, stream);
       break;

@@ -66,15 +66,18 @@ void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGro
                   cudaStream_t stream = nullptr);
 // bf16 NHWC in (x [n][h][w][c], w KRSC [k][r][s][c]), bf16 NHWC out (y and residual [n][p][q][k]),
 // fp32 bias and accumulation, with this epilogue, on the kernel conv2d_fused_bf16_kernel picks:
-// where the running GPU executes this build's sm_90a code, v10_tma_im2col_wgmma_bf16_nhwc's (TMA
-// im2col, wgmma) for C % 64 == 0, else v9_implicit_gemm_wgmma_bf16_nhwc's (its cp.async gather);
-// elsewhere v6_implicit_gemm_bf16_nhwc's (mma.sync). Needs C % 8 == 0, K % 2 == 0 and 16-byte
-// aligned x and w (std::invalid_argument otherwise).
+// where the running GPU executes this build's sm_90a code, v12_halo_wgmma_bf16_nhwc's (resident
+// filters, TMA halo) for 3x3 stride-1 layers of C = 64 and K <= 64 with two 8 x 8-pixel tiles or
+// more per warpgroup it runs (N = 1 at the network's first stage has fewer),
+// v10_tma_im2col_wgmma_bf16_nhwc's (TMA im2col, wgmma) for other C % 64 == 0, else
+// v9_implicit_gemm_wgmma_bf16_nhwc's (its cp.async gather); elsewhere v6_implicit_gemm_bf16_nhwc's
+// (mma.sync). Needs C % 8 == 0, K % 2 == 0 and 16-byte aligned x and w (std::invalid_argument
+// otherwise).
 void conv2d_fused_bf16_nhwc(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g,
                             cudaStream_t stream = nullptr);
 // The kernel conv2d_fused_bf16_nhwc runs for this shape and group on the current GPU (decided from
 // the code the GPU runs, common/arch.hpp, the pointers' alignment and the kernels' refusals).
-enum class FusedBf16Kernel { kV6, kV9, kV10 };
+enum class FusedBf16Kernel { kV6, kV9, kV10, kV12 };
 FusedBf16Kernel conv2d_fused_bf16_kernel(const ConvShape& s, const ConvGroup<__nv_bfloat16>& g);
 // Whether conv2d_fused_bf16_nhwc takes this shape on this GPU and build (16-byte aligned
 // operands): C % 8 == 0 everywhere; C = 4 with an even S too where it runs v9's kernel.

@@ -130,6 +130,13 @@ void conv2d_v10_tma_im2col_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16
 // sm_90a only; C % 4 == 0, a stride of at most 8, 16-byte aligned x and w (v11_refusal).
 void conv2d_v11_tma_im2col_wgmma_tf32_nhwc(const ConvShape&, const float*, const float*,
                                            const float*, float*, cudaStream_t);
+// v12: v10 for the layers whose filters fit in shared memory (sm_90a only): the 3x3 filters of
+// C <= 64 channels and K <= 64 filters loaded once per block, each 8 x 8 output tile's 10 x 10
+// input halo brought once by TMA and read in place by all 9 taps (no-swizzle wgmma descriptors).
+// Needs 3x3, stride 1, dilation 1, C % 8 == 0, C <= 64, K <= 64 and 16-byte aligned x and w
+// (v12_refusal); fp32 NKPQ out.
+void conv2d_v12_halo_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,
+                                     const float*, float*, cudaStream_t);
 // cuDNN bf16 NHWC (x, w and y bf16 NHWC; compute fp32; CUDNN_TENSOR_OP_MATH; the algorithm
 // cudnnFindConvolutionForwardAlgorithm picks): y is bf16 NPQK. No bias (refused: the bf16
 // configuration would need a bf16 bias and a second call). Throws std::runtime_error without cuDNN.
@@ -140,6 +147,7 @@ std::string v6_refusal(const ConvShape& s, bool bias);
 std::string v9_refusal(const ConvShape& s, bool bias);
 std::string v10_refusal(const ConvShape& s, bool bias);
 std::string v11_refusal(const ConvShape& s, bool bias);
+std::string v12_refusal(const ConvShape& s, bool bias);
 std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 
 // The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
@@ -161,6 +169,9 @@ void conv2d_v9_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);
 template <class Y>
 void conv2d_v10_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
+                      cudaStream_t stream);
+template <class Y>
+void conv2d_v12_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                       cudaStream_t stream);
 // v11's kernel in conv.hpp's fused form: fp32 NHWC x, KRSC w, fp32 NPQK y and residual.
 void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);

@@ -34,6 +34,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "conv.hpp"
 #include "implicit_gemm_nhwc.cuh"
 #include "wgmma.cuh"
@@ -267,9 +268,9 @@ void check_launch(const char* name, const std::string& refusal, const ConvShape&
 }
 
 // The persistent launch: M x K in tiles of C's kBM x kBN, and as many blocks as fit on the GPU at
-// once (shared among the group's convolutions), each looping over tiles; fewer when there are
-// fewer tiles. The first call for a kernel sets its dynamic shared memory and asks the occupancy
-// once. Throws std::invalid_argument when the tiles overflow a grid's int.
+// once (shared among the group's convolutions; gpu100::resident_blocks, asked once per kernel),
+// each looping over tiles; fewer when there are fewer tiles. Throws std::invalid_argument when the
+// tiles overflow a grid's int.
 struct PersistentGrid {
   int tiles_m, tiles_n;
   int resident;  // blocks per convolution of the group that fit on the GPU at once
@@ -277,16 +278,7 @@ struct PersistentGrid {
 };
 template <class C, auto kKernel>
 PersistentGrid persistent_grid(const char* name, int m, int k, int group_count) {
-  static const int resident = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(C::kSmemBytes)));
-    int per_sm = 0, dev = 0, sms = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, C::kThreads,
-                                                             C::kSmemBytes));
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    return std::max(1, per_sm) * sms;
-  }();
+  static const int resident = gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes);
   PersistentGrid p;
   p.tiles_n = gpu100::ceil_div(k, C::kBN);
   p.tiles_m = gpu100::ceil_div(m, C::kBM);

@@ -1,9 +1,9 @@
 // day08 GPU tests: every 1D, 2D and Conv2d variant against the CPU reference (double) at awkward
 // sizes (not tile multiples; C = 1 and 3; K = 1 and 5; stride 2; padding 0 and 2; R = S = 1, 3, 5;
 // dilation), fresh seeded inputs, outputs poisoned with NaN before each launch; conv2d_forward by
-// name ("best_fp32" included); the bf16 NHWC variants (v6, v9, v10, cudnn_bf16_nhwc) against the
-// CPU on their bf16-rounded inputs at awkward shapes with C % 8 == 0, and their refusals; the fp32
-// NHWC variant (v11, TF32) at awkward shapes with C % 4 == 0, and its refusals; and, with
+// name ("best_fp32" included); the bf16 NHWC variants (v6, v9, v10, v12, cudnn_bf16_nhwc) against
+// the CPU on their bf16-rounded inputs at awkward shapes with C % 8 == 0, and their refusals; the
+// fp32 NHWC variant (v11, TF32) at awkward shapes with C % 4 == 0, and its refusals; and, with
 // cuDNN, every variant against cuDNN at the benchmark shapes ([timing]: too slow for the sanitizer
 // runs).
 #include <algorithm>
@@ -110,6 +110,8 @@ struct F32NhwcData : LayerData {
     return ref;
   }
 };
+
+constexpr const char* kV12 = "v12_halo_wgmma_bf16_nhwc";
 
 const day08::Conv2dVariant& variant(const char* name) {
   const day08::Conv2dVariant* v = day08::find_conv2d_variant(name);
@@ -436,6 +438,9 @@ TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward sh
       if (v.is_library && (!day08::have_cudnn() || gpu100::sanitizer_run())) continue;
       if (gpu100::lacks_code(v)) continue;
       const auto runs = [&](bool b) { return v.refusal == nullptr || v.refusal(s, b).empty(); };
+      // v12 takes only the layers whose filters it keeps in shared memory (its own test below);
+      // every other bf16 variant takes every shape here.
+      if (std::string(v.name) == kV12 && !runs(false)) continue;
       const bool bias = with_bias && runs(true);  // cuDNN bf16: no bias
       INFO(v.name << " at " << day08::to_string(s) << (bias ? " +bias" : ""));
       REQUIRE(runs(bias));
@@ -446,6 +451,64 @@ TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward sh
       REQUIRE(cmp.ok);
     }
   }
+}
+
+TEST_CASE("v12 (resident filters, TMA halo) matches the CPU at awkward shapes of its layers",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const auto& v = variant(kV12);
+  GPU100_REQUIRE_BUILD(v.needs, kV12);
+  // 3x3 at stride 1 only, C % 8 == 0 and <= 64, K <= 64: H and W not multiples of the 8 x 8 tile,
+  // C = 8, 24, 40 (chunks of zeros in the halo and filters), K = 1 and odd, padding 0 and 2, a
+  // single output pixel, and 1440 tiles (several rounds per warpgroup, each halo stage refilled).
+  const std::vector<day08::ConvShape> shapes = {
+      make(2, 64, 21, 19, 64, 3, 3, 1, 1),   // the ResNet layer's C and K, partial tiles
+      make(1, 8, 7, 9, 1, 3, 3, 1, 1),       // C = 8, K = 1
+      make(3, 24, 17, 9, 10, 3, 3, 1, 0),    // padding 0, C = 24
+      make(1, 40, 5, 3, 63, 3, 3, 1, 2),     // padding 2, K = 63
+      make(1, 16, 3, 3, 8, 3, 3, 1, 0),      // a single output pixel
+      make(10, 16, 96, 96, 16, 3, 3, 1, 1),  // 1440 tiles
+  };
+  uint64_t seed = 1700;
+  bool with_bias = false;
+  for (const auto& s : shapes) {
+    REQUIRE(v.refusal(s, true).empty());
+    Bf16Data data(s, seed += 3);
+    with_bias = !with_bias;
+    INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
+    const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
+    const auto cmp = gpu100::compare(data.reference(s, with_bias), data.run(v, s, with_bias),
+                                     tol.abs_tol, tol.rel_tol);
+    INFO(cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+}
+
+TEST_CASE("v12 refuses the layers it does not keep in shared memory, launching nothing", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day08::ConvShape ok = make(1, 64, 9, 10, 64, 3, 3, 1, 1);
+  Bf16Data data(ok, 1800);
+  const auto& v = variant(kV12);
+  std::vector<day08::ConvShape> refused;
+  for (int i = 0; i < 6; ++i) refused.push_back(ok);
+  refused[0].r = refused[0].s = 5, refused[0].pad = 2;  // 5x5
+  refused[1].stride = 2;                                // stride 2
+  refused[2].dilation = 2, refused[2].pad = 2;          // dilation 2
+  refused[3].c = 72;                                    // C > 64
+  refused[4].c = 60;                                    // C % 8 != 0
+  refused[5].k = 66;                                    // K > 64
+  data.d_y.poison();
+  for (const auto& s : refused) {
+    INFO(day08::to_string(s));
+    CHECK_FALSE(v.refusal(s, false).empty());
+    // Refused before the variant asks for its build: std::invalid_argument in every build. (The
+    // buffers are large enough for ok; these shapes are refused before any launch.)
+    CHECK_THROWS_AS(day08::conv2d_v12_halo_wgmma_bf16_nhwc(s, data.d_x.data(), data.d_w.data(),
+                                                           nullptr, data.d_y.data(), nullptr),
+                    std::invalid_argument);
+  }
+  sync_check();
+  for (float y : data.d_y.download()) REQUIRE(std::isnan(y));
 }
 
 TEST_CASE("v9 with C = 4 and an even S (two taps per 16-byte copy) matches the CPU", "[gpu]") {
@@ -477,8 +540,9 @@ TEST_CASE("v9 with C = 4 and an even S (two taps per 16-byte copy) matches the C
   REQUIRE_FALSE(v9.refusal(make(1, 4, 9, 9, 8, 3, 3, 1, 1), false).empty());
 }
 
-TEST_CASE("v6, v9 and v10 reject C not a multiple of 8 and unaligned x or w, launching nothing",
-          "[gpu]") {
+TEST_CASE(
+    "v6, v9, v10 and v12 reject C not a multiple of 8 and unaligned x or w, launching nothing",
+    "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day08::ConvShape s = make(1, 16, 9, 10, 5, 3, 3, 1, 1);
   Bf16Data data(s, 1500);
@@ -491,7 +555,8 @@ TEST_CASE("v6, v9 and v10 reject C not a multiple of 8 and unaligned x or w, lau
   for (const Case c :
        {Case{"v6_implicit_gemm_bf16_nhwc", day08::conv2d_v6_implicit_gemm_bf16_nhwc},
         Case{"v9_implicit_gemm_wgmma_bf16_nhwc", day08::conv2d_v9_implicit_gemm_wgmma_bf16_nhwc},
-        Case{"v10_tma_im2col_wgmma_bf16_nhwc", day08::conv2d_v10_tma_im2col_wgmma_bf16_nhwc}}) {
+        Case{"v10_tma_im2col_wgmma_bf16_nhwc", day08::conv2d_v10_tma_im2col_wgmma_bf16_nhwc},
+        Case{"v12_halo_wgmma_bf16_nhwc", day08::conv2d_v12_halo_wgmma_bf16_nhwc}}) {
     INFO(c.name);
     data.d_y.poison();
     // 2 bytes past the buffer's start: not 16-byte aligned. (These are refused before the
