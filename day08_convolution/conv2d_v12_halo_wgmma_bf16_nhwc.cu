@@ -28,13 +28,13 @@
 // work of C = K = 64); tiles of 8 x 8 pixels compute the outputs past the image's last row and
 // column too (none at 104 x 136, a tenth at 52 x 68); 16-byte aligned x and w.
 // What limits it (Nsight Compute at the network's l1, N = 32: results/h100/profiles.txt): L2, at
-// 83% of its peak with DRAM at 46% and the tensor pipe at a third of its time. A trial with a
-// cp.async producer warpgroup (whole 128-byte lines of x per warp), two accumulator sets so one
-// tile's multiplies overlap the last one's stores, and 16-byte stores was no faster (L2 at 84%),
-// so the simpler kernel stays.
-// (Ideas: the no-swizzle canonical layout of the PTX ISA's wgmma matrix descriptors; keeping a
-// small layer's filters resident and reading the halo in place, as direct convolutions on shared
-// memory do (v2, the PMPP book's tiled convolution), here fed to the tensor cores.)
+// 83% of its peak, with DRAM at 46% and the SM 34% busy (shared memory its busiest pipe). A trial
+// with a cp.async producer warpgroup (whole 128-byte lines of x per warp), two accumulator sets so
+// one tile's multiplies overlap the last one's stores, and 16-byte stores was no faster (L2 at
+// 84%), so the simpler kernel stays. (Ideas: the no-swizzle canonical layout of the PTX ISA's wgmma
+// matrix descriptors; keeping a small layer's filters resident and reading the halo in place, as
+// direct convolutions on shared memory do (v2, the PMPP book's tiled convolution), here fed to the
+// tensor cores.)
 #include <cuda.h>
 #include <cuda_bf16.h>
 
