@@ -330,16 +330,32 @@ class PerStreamBuffers {
   std::mutex mutex_;
   std::map<cudaStream_t, Buffer> buffers_;
 };
+
+thread_local ScratchSource* scratch_source = nullptr;  // the open ScratchScope's, if any
 }  // namespace
 
+ScratchScope::ScratchScope(ScratchSource* source) : previous_(scratch_source) {
+  scratch_source = source;
+}
+ScratchScope::~ScratchScope() {
+  scratch_source = previous_;
+}
+
 void* conv_scratch(size_t bytes, cudaStream_t stream) {
+  if (scratch_source != nullptr) return scratch_source->get(bytes, stream);
   static PerStreamBuffers scratch;
   return scratch.get(bytes, stream, false);
 }
 
 int* conv_counters(size_t count, cudaStream_t stream) {
+  const size_t bytes = count * sizeof(int);
+  if (scratch_source != nullptr) {  // fresh memory each call: cleared on the stream that uses it
+    void* p = scratch_source->get(bytes, stream);
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
+    return static_cast<int*>(p);
+  }
   static PerStreamBuffers counters;  // the kernels leave them zero
-  return static_cast<int*>(counters.get(count * sizeof(int), stream, true));
+  return static_cast<int*>(counters.get(bytes, stream, true));
 }
 
 namespace {

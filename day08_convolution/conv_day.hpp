@@ -263,4 +263,26 @@ void* conv_scratch(size_t bytes, cudaStream_t stream);
 // shape outside any CUDA graph capture, as for conv_scratch). The kernels leave them zero.
 int* conv_counters(size_t count, cudaStream_t stream);
 
+// Where conv_scratch and conv_counters take their memory while a ScratchScope is open on this
+// thread: from the caller's allocator instead of day08's own buffers. A framework with a
+// stream-ordered allocator of its own (the capstone's PyTorch extension hands in PyTorch's) makes
+// the first call for a shape safe inside a CUDA graph capture this way, since nothing is
+// cudaMalloc'ed. get() returns at least `bytes` bytes, 256-byte aligned, that stay valid for work
+// enqueued on `stream` until the scope closes; conv_counters clears them on `stream`.
+class ScratchSource {
+ public:
+  virtual ~ScratchSource() = default;
+  virtual void* get(size_t bytes, cudaStream_t stream) = 0;
+};
+class ScratchScope {
+ public:
+  explicit ScratchScope(ScratchSource* source);
+  ~ScratchScope();
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+
+ private:
+  ScratchSource* previous_;
+};
+
 }  // namespace day08

@@ -138,7 +138,11 @@ std::vector<Tensor> net_weight_tensors(const NetWeights& w) {
 }
 
 NetWeights load_net_weights(const std::string& path, Model model) {
-  std::vector<Tensor> file = gpu100::read_tensor_file(path);
+  return net_weights_from_tensors(gpu100::read_tensor_file(path), model, path);
+}
+
+NetWeights net_weights_from_tensors(std::vector<Tensor> file, Model model,
+                                    const std::string& path) {
   NetWeights w = skeleton(model, classes_in(path, file, model));
   const auto want = slots(w);
   std::unordered_map<std::string, size_t> index;

@@ -277,26 +277,21 @@ Net::Layout Net::layout(const std::vector<Program>& progs) const {
 }
 
 size_t Net::arena_bytes_for(int n, int h, int w) const {
+  if (n < 1 || h < 1 || w < 1) {
+    throw gpu100::UsageError(fmt::format("network: an empty batch (N={}, {}x{})", n, h, w));
+  }
   std::vector<Program> progs;
   for (const DeviceTrunk& dt : trunk_) progs.push_back(program(dt, n, h, w));
   return layout(progs).bytes;
 }
 
-void Net::plan(int n, int h, int w) {
+size_t Net::prepare(int n, int h, int w) {
   if (n < 1 || h < 1 || w < 1) {
     throw gpu100::UsageError(fmt::format("network: an empty batch (N={}, {}x{})", n, h, w));
   }
-  if (n == plan_n_ && h == plan_h_ && w == plan_w_) return;
+  if (n == plan_n_ && h == plan_h_ && w == plan_w_) return layout_.bytes;
   std::vector<Program> progs;
   for (const DeviceTrunk& dt : trunk_) progs.push_back(program(dt, n, h, w));
-  Layout lay = layout(progs);
-  const size_t free = gpu100::free_device_memory(), margin = size_t(256) << 20;
-  if (lay.bytes + margin > free) {
-    throw gpu100::UsageError(fmt::format(
-        "network: N={} at {}x{} needs {} bytes ({:.0f} MiB) of activations; {:.0f} MiB of device "
-        "memory is free",
-        n, h, w, lay.bytes, lay.bytes / 1048576.0, free / 1048576.0));
-  }
   for (size_t t = 0; t < progs.size(); ++t) {  // every layer within the kernels' limits
     for (const Op& op : progs[t].ops) {
       try {
@@ -310,14 +305,28 @@ void Net::plan(int n, int h, int w) {
       }
     }
   }
-  arena_.reserve(lay.bytes);
+  layout_ = layout(progs);
   progs_ = std::move(progs);
-  layout_ = std::move(lay);
   plan_n_ = n, plan_h_ = h, plan_w_ = w;
+  return layout_.bytes;
+}
+
+void Net::plan(int n, int h, int w) {
+  prepare(n, h, w);
+  if (arena_.bytes() >= layout_.bytes) return;
+  const size_t free = gpu100::free_device_memory(), margin = size_t(256) << 20;
+  if (layout_.bytes + margin > free) {
+    throw gpu100::UsageError(fmt::format(
+        "network: N={} at {}x{} needs {} bytes ({:.0f} MiB) of activations; {:.0f} MiB of device "
+        "memory is free",
+        n, h, w, layout_.bytes, layout_.bytes / 1048576.0, free / 1048576.0));
+  }
+  arena_.reserve(layout_.bytes);
 }
 
 void* Net::tensor(int trunk, int id) const {
-  return arena_.at<char>(layout_.offsets[trunk][id]);
+  const size_t offset = layout_.offsets[trunk][id];
+  return workspace_ != nullptr ? static_cast<void*>(workspace_ + offset) : arena_.at<char>(offset);
 }
 
 void Net::run_op(int trunk, const Op& op, int n, const std::vector<const float*>& inputs,
@@ -424,11 +433,39 @@ void Net::run_dual(int n, const std::vector<const float*>& inputs, cudaStream_t 
 
 void Net::forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
                   cudaStream_t stream) {
+  check_io(inputs, logits);
+  plan(n, h, w);
+  run(inputs, n, logits, stream);
+}
+
+void Net::forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
+                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  check_io(inputs, logits);
+  prepare(n, h, w);
+  if (workspace == nullptr || workspace_bytes < layout_.bytes ||
+      reinterpret_cast<uintptr_t>(workspace) % kArenaAlign != 0) {
+    throw std::invalid_argument(fmt::format(
+        "network: N={} at {}x{} needs a {}-byte aligned workspace of {} bytes (got {} bytes at {})",
+        n, h, w, kArenaAlign, layout_.bytes, workspace_bytes, workspace));
+  }
+  workspace_ = static_cast<char*>(workspace);
+  try {
+    run(inputs, n, logits, stream);
+  } catch (...) {
+    workspace_ = nullptr;
+    throw;
+  }
+  workspace_ = nullptr;
+}
+
+void Net::check_io(const std::vector<const float*>& inputs, const float* logits) const {
   if (inputs.size() != trunk_.size() || logits == nullptr ||
       std::find(inputs.begin(), inputs.end(), nullptr) != inputs.end()) {
     throw std::invalid_argument("network: one non-null input per trunk and a logits pointer");
   }
-  plan(n, h, w);
+}
+
+void Net::run(const std::vector<const float*>& inputs, int n, float* logits, cudaStream_t stream) {
   if (trunks_ == Trunks::kDual) {
     run_dual(n, inputs, stream);
   } else if (trunks_ == Trunks::kStreams) {

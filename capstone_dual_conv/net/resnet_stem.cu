@@ -463,26 +463,29 @@ std::vector<float> stem_filters_tf32(const std::vector<float>& w, int c) {
   return stem_filters<float>(w, c, StemConfig<float, 1>::kKStep);
 }
 
+namespace {
+// Both precisions' launcher: the checks, then the kernel compiled for the trunk's channels.
+template <class T>
+void stem_pool(const Trunk& t, const float* x, const T* w, const float* bias, T* y, int n, int h,
+               int wd, cudaStream_t stream, const char* what) {
+  const StemArgs a = stem_args(t, x, bias, w, y, n, h, wd, what);
+  gpu100::require_build(gpu100::ArchNeed::kSm80, what);
+  if (t.stem.c_in == 3) {
+    launch<T, 3>(a, w, y, stream);
+  } else {
+    launch<T, 1>(a, w, y, stream);
+  }
+}
+}  // namespace
+
 void stem_pool_bf16(const Trunk& t, const float* x, const bf16* w, const float* bias, bf16* y,
                     int n, int h, int wd, cudaStream_t stream) {
-  const StemArgs a = stem_args(t, x, bias, w, y, n, h, wd, "stem_pool_bf16");
-  gpu100::require_build(gpu100::ArchNeed::kSm80, "the fused bf16 stem");
-  if (t.stem.c_in == 3) {
-    launch<bf16, 3>(a, w, y, stream);
-  } else {
-    launch<bf16, 1>(a, w, y, stream);
-  }
+  stem_pool<bf16>(t, x, w, bias, y, n, h, wd, stream, "the fused bf16 stem");
 }
 
 void stem_pool_tf32(const Trunk& t, const float* x, const float* w, const float* bias, float* y,
                     int n, int h, int wd, cudaStream_t stream) {
-  const StemArgs a = stem_args(t, x, bias, w, y, n, h, wd, "stem_pool_tf32");
-  gpu100::require_build(gpu100::ArchNeed::kSm80, "the fused tf32 stem");
-  if (t.stem.c_in == 3) {
-    launch<float, 3>(a, w, y, stream);
-  } else {
-    launch<float, 1>(a, w, y, stream);
-  }
+  stem_pool<float>(t, x, w, bias, y, n, h, wd, stream, "the fused tf32 stem");
 }
 
 }  // namespace capstone::resnet

@@ -60,12 +60,18 @@ class Net {
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
 
-  // Plans the arena for a batch of n images of h x w and allocates it (once per shape). Throws
-  // gpu100::UsageError, before any allocation, for an empty batch, a layer too large for the
-  // kernels' 32-bit indexing, or an arena larger than the free device memory (with its bytes).
+  // Plans the arena for a batch of n images of h x w and allocates it (once per shape; it only
+  // grows). Throws gpu100::UsageError, before any allocation, for an empty batch, a layer too
+  // large for the kernels' 32-bit indexing, or an arena larger than the free device memory (with
+  // its bytes).
   void plan(int n, int h, int w);
-  // The arena's bytes for a batch, without allocating (the same layout plan() makes).
+  // The arena's bytes for a batch, without allocating (the same layout plan() makes). Throws
+  // gpu100::UsageError for an empty batch.
   size_t arena_bytes_for(int n, int h, int w) const;
+  // Lays the arena out for a batch (once per shape: the programs, the offsets, every layer checked
+  // against the kernels' limits, as plan() does) without allocating it, and returns its bytes:
+  // the workspace the forward below needs. Throws gpu100::UsageError like plan().
+  size_t prepare(int n, int h, int w);
   size_t arena_bytes() const { return arena_.bytes(); }
 
   // inputs: one fp32 NCHW device pointer per trunk ([n, trunk_channels(model)[i], h, w]);
@@ -73,6 +79,14 @@ class Net {
   // `stream` (streams mode forks from it and joins back into it).
   void forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
                cudaStream_t stream = nullptr);
+  // The same forward with its activations in the caller's `workspace` (arena_bytes_for(n, h, w)
+  // bytes or more, kArenaAlign-aligned) instead of the Net's own arena, which it neither allocates
+  // nor touches: for a framework whose stream-ordered allocator owns the memory (the PyTorch
+  // extension), so that a call inside a CUDA graph capture allocates nothing of its own. Checks
+  // the shape and the layers like plan(), but not the free memory. Throws std::invalid_argument
+  // for a workspace that is null, short or unaligned.
+  void forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
+               void* workspace, size_t workspace_bytes, cudaStream_t stream = nullptr);
 
   // The same forward replayed as one CUDA graph: the first call for these pointers and this shape
   // runs forward() once (planning, and the GEMM's one-time tuning), captures it on an internal
@@ -126,6 +140,8 @@ class Net {
     std::vector<ArenaTensor> tensors;  // bytes and lifetimes, in op indices
   };
   Program program(const DeviceTrunk& dt, int n, int h, int w) const;
+  void check_io(const std::vector<const float*>& inputs, const float* logits) const;
+  void run(const std::vector<const float*>& inputs, int n, float* logits, cudaStream_t stream);
   // The arena layout: offsets per trunk and tensor.
   struct Layout {
     std::vector<std::vector<size_t>> offsets;
@@ -155,6 +171,7 @@ class Net {
   std::vector<Program> progs_;
   Layout layout_;
   Arena arena_;
+  char* workspace_ = nullptr;  // the caller's workspace during forward(..., workspace, ...)
   int plan_n_ = 0, plan_h_ = 0, plan_w_ = 0;
   cudaStream_t side_[2] = {nullptr, nullptr};  // streams mode
   // forward_graph: the captured forward and what it was captured for.

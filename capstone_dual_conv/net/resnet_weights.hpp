@@ -25,6 +25,10 @@ std::vector<gpu100::Tensor> net_weight_tensors(const NetWeights& w);
 // Reads weights for `model`: the file must hold exactly the model's names (any order), each with
 // its shape, and no negative BN variance. The number of classes is fc.bias's length.
 NetWeights load_net_weights(const std::string& path, Model model);
+// The same checks on named tensors from elsewhere (a PyTorch state_dict, in the PyTorch
+// extension): `origin` begins each error's line in place of the file's path.
+NetWeights net_weights_from_tensors(std::vector<gpu100::Tensor> tensors, Model model,
+                                    const std::string& origin);
 void save_net_weights(const std::string& path, const NetWeights& w);
 
 // The input tensor names of `model`, one per trunk: {"rgb", "depth"} or {"image"}.
