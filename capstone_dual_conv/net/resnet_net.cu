@@ -286,12 +286,37 @@ size_t Net::arena_bytes_for(int n, int h, int w) const {
 }
 
 size_t Net::prepare(int n, int h, int w) {
+  return lay_out(n, h, w, false);
+}
+
+void Net::plan(int n, int h, int w) {
+  const size_t bytes = lay_out(n, h, w, true);
+  arena_.reserve(bytes);
+}
+
+size_t Net::lay_out(int n, int h, int w, bool own_arena) {
   if (n < 1 || h < 1 || w < 1) {
     throw gpu100::UsageError(fmt::format("network: an empty batch (N={}, {}x{})", n, h, w));
   }
-  if (n == plan_n_ && h == plan_h_ && w == plan_w_) return layout_.bytes;
+  const bool cached = n == plan_n_ && h == plan_h_ && w == plan_w_;
   std::vector<Program> progs;
-  for (const DeviceTrunk& dt : trunk_) progs.push_back(program(dt, n, h, w));
+  Layout lay;
+  if (!cached) {
+    for (const DeviceTrunk& dt : trunk_) progs.push_back(program(dt, n, h, w));
+    lay = layout(progs);
+  }
+  const size_t bytes = cached ? layout_.bytes : lay.bytes;
+  // The memory first: a batch far too large says how many bytes it needs.
+  if (own_arena && arena_.bytes() < bytes) {
+    const size_t free = gpu100::free_device_memory(), margin = size_t(256) << 20;
+    if (bytes + margin > free) {
+      throw gpu100::UsageError(fmt::format(
+          "network: N={} at {}x{} needs {} bytes ({:.0f} MiB) of activations; {:.0f} MiB of "
+          "device memory is free",
+          n, h, w, bytes, bytes / 1048576.0, free / 1048576.0));
+    }
+  }
+  if (cached) return bytes;
   for (size_t t = 0; t < progs.size(); ++t) {  // every layer within the kernels' limits
     for (const Op& op : progs[t].ops) {
       try {
@@ -305,23 +330,10 @@ size_t Net::prepare(int n, int h, int w) {
       }
     }
   }
-  layout_ = layout(progs);
+  layout_ = std::move(lay);
   progs_ = std::move(progs);
   plan_n_ = n, plan_h_ = h, plan_w_ = w;
-  return layout_.bytes;
-}
-
-void Net::plan(int n, int h, int w) {
-  prepare(n, h, w);
-  if (arena_.bytes() >= layout_.bytes) return;
-  const size_t free = gpu100::free_device_memory(), margin = size_t(256) << 20;
-  if (layout_.bytes + margin > free) {
-    throw gpu100::UsageError(fmt::format(
-        "network: N={} at {}x{} needs {} bytes ({:.0f} MiB) of activations; {:.0f} MiB of device "
-        "memory is free",
-        n, h, w, layout_.bytes, layout_.bytes / 1048576.0, free / 1048576.0));
-  }
-  arena_.reserve(layout_.bytes);
+  return bytes;
 }
 
 void* Net::tensor(int trunk, int id) const {

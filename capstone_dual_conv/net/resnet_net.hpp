@@ -140,6 +140,9 @@ class Net {
     std::vector<ArenaTensor> tensors;  // bytes and lifetimes, in op indices
   };
   Program program(const DeviceTrunk& dt, int n, int h, int w) const;
+  // prepare() and plan(): the layout (cached per shape), with own_arena the free-memory check of
+  // the Net's own arena first, then every layer against the kernels' limits.
+  size_t lay_out(int n, int h, int w, bool own_arena);
   void check_io(const std::vector<const float*>& inputs, const float* logits) const;
   void run(const std::vector<const float*>& inputs, int n, float* logits, cudaStream_t stream);
   // The arena layout: offsets per trunk and tensor.

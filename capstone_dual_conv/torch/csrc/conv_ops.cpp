@@ -11,9 +11,10 @@
 //       form, on Winograd F(2x2, 3x3) for 3x3 stride-1 layers, else v4's implicit GEMM.
 // Anything else (a CPU tensor, another dtype, a layout the path does not take, a size over the
 // kernels' 32-bit indexing) is refused with one line naming the tensor and the rule.
+// (No fmt here: PyTorch's include folder carries fmt headers of its own version, which would not
+// match the fmt library the project links.)
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <fmt/format.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -33,8 +34,8 @@ std::string describe(const at::Tensor& t) {
   std::string layout = t.is_contiguous()  ? "contiguous"
                        : channels_last(t) ? "channels_last"
                                           : "strided";
-  return fmt::format("[{}] {} {} ({})", dims, std::string(c10::toString(t.scalar_type())),
-                     t.device().str(), layout);
+  return c10::str("[", dims, "] ", c10::toString(t.scalar_type()), " ", t.device().str(), " (",
+                  layout, ")");
 }
 
 void check_same_cuda_device(const char* op, const std::vector<at::Tensor>& tensors,

@@ -10,7 +10,6 @@
 // staging buffers, the graph runs, the logits are copied out. Its activations then live in the
 // network's own arena (cudaMalloc'ed once per batch shape, not counted by PyTorch's allocator).
 #include <ATen/ATen.h>
-#include <fmt/format.h>
 
 #include <array>
 #include <map>
