@@ -51,9 +51,20 @@ foreach(lib c10 c10_cuda torch torch_cpu torch_cuda)
   endif()
   list(APPEND GPU100_TORCH_LIBRARIES ${GPU100_TORCH_LIB_${lib}})
 endforeach()
+# The C++ standard PyTorch's headers were written for: C++20 where ATen.h demands it, else C++17
+# (the standard its libraries were built with; a header compiled under another one may not match).
+set(GPU100_TORCH_CXX_STANDARD 17)
+foreach(dir ${GPU100_TORCH_INCLUDE_DIRS})
+  if(EXISTS ${dir}/ATen/ATen.h)
+    file(STRINGS ${dir}/ATen/ATen.h gpu100_torch_cxx20 REGEX "C\\+\\+20")
+    if(gpu100_torch_cxx20)
+      set(GPU100_TORCH_CXX_STANDARD 20)
+    endif()
+  endif()
+endforeach()
 set(GPU100_TORCH_FOUND ON)
 # The extension is a shared library holding the project's static libraries: they are built as
 # position-independent code.
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-message(STATUS "gpu100: PyTorch ${GPU100_TORCH_VERSION} (CUDA ${GPU100_TORCH_CUDA}) found: the "
-               "extension capstone_dual_conv/torch is built")
+message(STATUS "gpu100: PyTorch ${GPU100_TORCH_VERSION} (CUDA ${GPU100_TORCH_CUDA}, C++"
+               "${GPU100_TORCH_CXX_STANDARD}) found: the extension capstone_dual_conv/torch is built")
