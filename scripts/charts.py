@@ -168,6 +168,27 @@ def sweep_chart(plt, data, out):
     return True
 
 
+def mcconv_chart(plt, data, out):
+    """scripts/benchmark_mcconv.py's file: images/s per batch size, one line per mode."""
+    rows = [r for r in data["rows"] if r.get("status") == "ok"]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for mode in dict.fromkeys(r["mode"] for r in rows):
+        pts = sorted((r["batch"], r["images_per_s"]) for r in rows if r["mode"] == mode)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch (416 x 544, RGB + depth)")
+    ax.set_ylabel("images/s")
+    ax.set_title(f"MC-ResNet18 from PyTorch, {data['precision']}, {data['gpu']}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def main():
     folder = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "results" / "h100")
     if not folder.is_absolute():
@@ -181,9 +202,14 @@ def main():
     made = 0
     for path in sorted(folder.glob("*.json")):
         data = json.loads(path.read_text())
+        out = out_dir / (path.stem + ".png")
+        if path.stem == "mcconv_benchmark":
+            if mcconv_chart(plt, data, out):
+                made += 1
+                print(f"charts: {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+            continue
         if "day" not in data:  # not a binary's results (torch_baselines.json)
             continue
-        out = out_dir / (path.stem + ".png")
         draw = sweep_chart if path.stem.endswith("_sweep") else bar_chart
         if draw(plt, data, out):
             made += 1

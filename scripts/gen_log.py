@@ -12,7 +12,8 @@ ending in " throughput" one row per variant with its images/s at each batch size
 " layers" gives the networks' time per layer kind (capstone_mc_resnet18 --layers rows), and
 " ladder", with a folder for PATH, one row per results file in it (in name order): the networks'
 best times at each step of their optimisation.
-For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check,
+" mcconv" renders scripts/benchmark_mcconv.py's file (the PyTorch model with and without the
+custom dual kernel, and the whole-network operator). For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check,
 " torch-layers" cuDNN's time on each 3x3 layer alone, and " torch-<model>" PyTorch's images/s per
 mode and batch size.
 
@@ -30,7 +31,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
-BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| layers| ladder| torch-checks| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| layers| ladder| torch-checks| mcconv| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 COLUMNS = [
     ("variant", "variant", "{}"),
@@ -270,6 +271,48 @@ def render_torch_layers(json_path):
     return "\n".join(lines) + "\n"
 
 
+def render_mcconv(json_path):
+    """The PyTorch MC-ResNet18 per batch: ms per mode, the ratios to the sequential model, and the
+    whole-network operator beside the C++ binary's best bf16 row."""
+    data = json.loads((ROOT / json_path).read_text())
+    rows = data["rows"]
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    lines = [f"Measured on {data['gpu']} with PyTorch {data['torch']} (CUDA {data['cuda']}), "
+             f"{data['timestamp']}, commit `{data['git']}`, {data['precision']}, "
+             f"{data['size'][0]} x {data['size'][1]}. Source: `{json_path}`.", "",
+             "| N | " + " | ".join(f"{m} ms" for m in modes) +
+             " | custom vs sequential | best gpu100_net vs sequential | checks |",
+             "|---:|" + "---:|" * (len(modes) + 2) + "---|"]
+    for n in sorted(dict.fromkeys(r["batch"] for r in rows)):
+        by = {r["mode"]: r for r in rows if r["batch"] == n}
+        ms = {m: by[m]["ms"] for m in modes if m in by and by[m].get("status") == "ok"}
+        cells = [f"{ms[m]:.3f}" if m in ms else "-" for m in modes]
+        seq = ms.get("sequential")
+        nets = [v for m, v in ms.items() if m.startswith("gpu100_net")]
+        cells.append(f"{seq / ms['custom']:.2f}x" if seq and "custom" in ms else "-")
+        cells.append(f"{seq / min(nets):.2f}x" if seq and nets else "-")
+        ok = all(r.get("ok") for r in by.values())
+        lines.append(f"| {n} | " + " | ".join(cells) + f" | {'PASS' if ok else 'FAIL'} |")
+    if data.get("binary"):
+        lines += ["", "| N | whole-network operator, eager | in a torch.cuda.graph | the C++ binary's best bf16 row | operator / binary |",
+                  "|---:|---:|---:|---|---:|"]
+        for n, rows_b in sorted(data["binary"].items(), key=lambda kv: int(kv[0])):
+            best_row = min(rows_b, key=rows_b.get)
+            by = {r["mode"]: r for r in rows if r["batch"] == int(n) and r.get("status") == "ok"}
+            eager = min(by[m]["ms"] for m in by if m.startswith("gpu100_net") and m != "gpu100_net_torch_graph")
+            graph = by.get("gpu100_net_torch_graph", {}).get("ms")
+            best_op = min(eager, graph) if graph else eager
+            lines.append(f"| {n} | {eager:.3f} | {'-' if graph is None else f'{graph:.3f}'} | "
+                         f"{best_row} {rows_b[best_row]:.3f} | {best_op / rows_b[best_row]:.2f} |")
+    if data.get("compile"):
+        lines += ["", "| N | custom model, eager ms | torch.compile(fullgraph=True) ms | compiled vs eager |",
+                  "|---:|---:|---:|---:|"]
+        for c in data["compile"]:
+            lines.append(f"| {c['batch']} | {c['eager_ms']:.3f} | {c['compiled_ms']:.3f} | "
+                         f"{c['eager_ms'] / c['compiled_ms']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
 def render(json_path):
     data = json.loads((ROOT / json_path).read_text())
     # Columns that are empty for every case are left out.
@@ -299,6 +342,8 @@ def regenerate(text):
             body = render_layers(m.group("path"))
         elif mode == "ladder":
             body = render_ladder(m.group("path"))
+        elif mode == "mcconv":
+            body = render_mcconv(m.group("path"))
         elif mode == "torch-checks":
             body = render_torch_checks(m.group("path"))
         elif mode == "torch-layers":
