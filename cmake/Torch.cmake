@@ -20,8 +20,10 @@ from torch.utils import cpp_extension as ce
 if torch.version.cuda is None:
     raise SystemExit("this torch " + torch.__version__ + " has no CUDA")
 lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+with open("/proc/self/maps") as maps:  # the C++ runtime this process loaded for torch
+    cxx = next((l.split()[-1] for l in maps if "/libstdc++.so" in l), "-")
 print(";".join([torch.__version__, torch.version.cuda, str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
-                lib] + ce.include_paths()))
+                lib, cxx] + ce.include_paths()))
 ]=])
 execute_process(COMMAND ${Python3_EXECUTABLE} -c "${gpu100_torch_probe}"
                 RESULT_VARIABLE gpu100_torch_rc OUTPUT_VARIABLE gpu100_torch_out
@@ -34,7 +36,7 @@ if(NOT gpu100_torch_rc EQUAL 0)
   return()
 endif()
 list(POP_FRONT gpu100_torch_out GPU100_TORCH_VERSION GPU100_TORCH_CUDA gpu100_torch_abi
-     gpu100_torch_lib)
+     gpu100_torch_lib gpu100_torch_stdcxx)
 if(NOT gpu100_torch_abi EQUAL 1)
   message(STATUS "gpu100: PyTorch extension not built: torch ${GPU100_TORCH_VERSION} uses the "
                  "pre-C++11 string ABI, which the project's libraries do not")
@@ -51,6 +53,13 @@ foreach(lib c10 c10_cuda torch torch_cpu torch_cuda)
   endif()
   list(APPEND GPU100_TORCH_LIBRARIES ${GPU100_TORCH_LIB_${lib}})
 endforeach()
+# The extension shares one C++ runtime with PyTorch: the shared libstdc++ the interpreter loaded
+# with torch, named on the link line. A toolchain that carries only a static libstdc++.a (some
+# do) would otherwise copy a second runtime into the extension, whose iostreams are never set up:
+# the first error message with a number in it would crash the interpreter.
+if(EXISTS "${gpu100_torch_stdcxx}")
+  list(APPEND GPU100_TORCH_LIBRARIES ${gpu100_torch_stdcxx})
+endif()
 # The C++ standard PyTorch's headers were written for: C++20 where ATen.h demands it, else C++17
 # (the standard its libraries were built with; a header compiled under another one may not match).
 set(GPU100_TORCH_CXX_STANDARD 17)

@@ -347,15 +347,17 @@ void* conv_scratch(size_t bytes, cudaStream_t stream) {
   return scratch.get(bytes, stream, false);
 }
 
+int* ScratchSource::counters(size_t count, cudaStream_t stream) {
+  // Fresh memory each call: cleared on the stream that uses it.
+  void* p = get(count * sizeof(int), stream);
+  CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(int), stream));
+  return static_cast<int*>(p);
+}
+
 int* conv_counters(size_t count, cudaStream_t stream) {
-  const size_t bytes = count * sizeof(int);
-  if (scratch_source != nullptr) {  // fresh memory each call: cleared on the stream that uses it
-    void* p = scratch_source->get(bytes, stream);
-    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
-    return static_cast<int*>(p);
-  }
+  if (scratch_source != nullptr) return scratch_source->counters(count, stream);
   static PerStreamBuffers counters;  // the kernels leave them zero
-  return static_cast<int*>(counters.get(bytes, stream, true));
+  return static_cast<int*>(counters.get(count * sizeof(int), stream, true));
 }
 
 namespace {

@@ -268,11 +268,15 @@ int* conv_counters(size_t count, cudaStream_t stream);
 // stream-ordered allocator of its own (the capstone's PyTorch extension hands in PyTorch's) makes
 // the first call for a shape safe inside a CUDA graph capture this way, since nothing is
 // cudaMalloc'ed. get() returns at least `bytes` bytes, 256-byte aligned, that stay valid for work
-// enqueued on `stream` until the scope closes; conv_counters clears them on `stream`.
+// enqueued on `stream` until the scope closes. counters() returns `count` ints that are zero when
+// work on `stream` reaches them: by default get()'s memory, cleared on `stream` (a memset per
+// split-K layer); a source may hand out memory it cleared once for many layers instead, since the
+// kernels leave their counters zero.
 class ScratchSource {
  public:
   virtual ~ScratchSource() = default;
   virtual void* get(size_t bytes, cudaStream_t stream) = 0;
+  virtual int* counters(size_t count, cudaStream_t stream);
 };
 class ScratchScope {
  public:

@@ -7,17 +7,24 @@
   custom       the same model with use_custom_kernel=True: only the dual layers swapped for
                torch.ops.gpu100.dual_conv2d (the stem's 3- and 1-channel pair stays on F.conv2d:
                the bf16 kernels need C % 8 == 0); BN, ReLU, the pools and the FC stay PyTorch's;
+  sequential_folded   the model after fuse_bn(): every BatchNorm folded into its convolution's
+               weights and bias, F.conv2d (cuDNN) then PyTorch's add and ReLU;
+  custom_fused the folded model with use_custom_kernel=True: each dual layer one
+               gpu100::dual_conv2d with its bias, residual and ReLU in the epilogue;
   gpu100_net   the whole forward on the project's kernels, gpu100_torch.MCResNet18 (BN folded,
                the epilogues fused; fp32 NCHW images in), in its trunk modes, called eagerly (it
-               replays its own CUDA graph) and, with --graph, captured in a torch.cuda.graph.
-With --compile, torch.compile(fullgraph=True) of the custom model at --compile-batches (its
-operators traced through their Meta functions), against the same model in eager mode.
+               replays its own CUDA graph) and, with --graph, captured in a torch.cuda.graph
+               (gpu100_net_torch_graph_<trunks>).
+With --compile, torch.compile(fullgraph=True) of the custom and custom_fused models at
+--compile-batches (their operators traced through their Meta functions), against the same model
+in eager mode.
 With --binary, capstone_mc_resnet18 times its own bf16 rows at batch 1 and 32 in the same
 session: the whole-network operator is set beside the C++ binary's best.
 
 Every mode's logits are checked against the sequential model's (rel L2 <= 3e-2, bf16) before it
-is timed. Times: median of CUDA-event-timed calls after warm-ups, iterations cut so a point
-takes about --max-seconds.
+is timed. Times: as the project's timer takes them (the L2 flushed before each call, outside
+the events), the median of CUDA-event-timed calls after warm-ups, iterations cut so a point takes
+about --max-seconds.
 
   python3 scripts/benchmark_mcconv.py [--out results/h100/mcconv_benchmark.json]
       [--batches 1,32,64,128,256,512] [--binary build/capstone_dual_conv/capstone_mc_resnet18]
@@ -45,25 +52,33 @@ def parse_list(text):
     return [int(v) for v in text.split(",") if v.strip()]
 
 
+_FLUSH = None
+
+
 def time_ms(fn, iters, warmup, max_seconds, torch):
+    """The project's timer (common/src/timer.cpp) in Python: before each repeat, a buffer of
+    twice the L2's size is written (outside the events) so no call is timed out of a warm cache;
+    the median of the CUDA-event times."""
+    global _FLUSH
+    if _FLUSH is None:
+        l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+        _FLUSH = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device="cuda")
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    one = start.elapsed_time(end)
-    iters = max(5, min(iters, int(max_seconds * 1000 / max(one, 1e-3))))
-    times = []
-    for _ in range(iters):
+
+    def once():
+        _FLUSH.zero_()
         start.record()
         fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
+        return start.elapsed_time(end)
+
+    one = once()
+    iters = max(5, min(iters, int(max_seconds * 1000 / max(one, 1e-3))))
+    times = sorted(once() for _ in range(iters))
     return times[len(times) // 2], iters
 
 
@@ -124,6 +139,9 @@ def main():
     model = MCResNet18Torch(CLASSES)
     model.load_trunk_state_dict(two.state_dict())
     model = model.eval().to(dev).to(torch.bfloat16).to(memory_format=cl)
+    folded = MCResNet18Torch(CLASSES)
+    folded.load_state_dict(model.state_dict())
+    folded = folded.eval().to(dev).to(torch.bfloat16).to(memory_format=cl).fuse_bn()
     nets = {t: MCResNet18.from_torch(two, "bf16", t) for t in ("streams", "dual")}
     result = {
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -146,16 +164,20 @@ def main():
         modes = {
             "sequential": lambda: model.set_custom_kernel(False)(rgb16, depth16),
             "custom": lambda: model.set_custom_kernel(True)(rgb16, depth16),
+            "sequential_folded": lambda: folded.set_custom_kernel(False)(rgb16, depth16),
+            "custom_fused": lambda: folded.set_custom_kernel(True)(rgb16, depth16),
         }
         for t, net in nets.items():
             modes[f"gpu100_net_{t}"] = (lambda net=net: net(rgb, depth))
         if args.graph:
-            with torch.no_grad():
-                nets["streams"](rgb, depth)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    graphed_out = nets["streams"](rgb, depth)
-            modes["gpu100_net_torch_graph"] = lambda: (g.replay(), graphed_out)[1]
+            for t, net in nets.items():
+                with torch.no_grad():
+                    net(rgb, depth)
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        graphed_out = net(rgb, depth)
+                modes[f"gpu100_net_torch_graph_{t}"] = (
+                    lambda g=g, out=graphed_out: (g.replay(), out)[1])
         ref = None
         for mode, fn in modes.items():
             row = {"batch": n, "mode": mode}
@@ -184,24 +206,25 @@ def main():
             rgb16 = (torch.rand(n, 3, H, W, generator=gen) * 2 - 1).to(dev, torch.bfloat16)
             depth16 = (torch.rand(n, 1, H, W, generator=gen) * 2 - 1).to(dev, torch.bfloat16)
             rgb16, depth16 = (t.contiguous(memory_format=cl) for t in (rgb16, depth16))
-            model.set_custom_kernel(True)
-            torch._dynamo.reset()
-            compiled = torch.compile(model, fullgraph=True)
-            with torch.no_grad():
-                want = model(rgb16, depth16).float()
-                got = compiled(rgb16, depth16).float()
-                eager_ms, _ = time_ms(lambda: model(rgb16, depth16), args.iters, args.warmup,
-                                      args.max_seconds, torch)
-                comp_ms, _ = time_ms(lambda: compiled(rgb16, depth16), args.iters, args.warmup,
-                                     args.max_seconds, torch)
-            row = {"batch": n, "eager_ms": eager_ms, "compiled_ms": comp_ms,
-                   "rel_l2_vs_eager": rel_l2(got, want), "fullgraph": True}
-            row["ok"] = row["rel_l2_vs_eager"] <= TOL
-            failed |= not row["ok"]
-            result["compile"].append(row)
-            print(f"N={n:4d} custom eager {eager_ms:.3f} ms, torch.compile(fullgraph=True) "
-                  f"{comp_ms:.3f} ms, rel L2 {row['rel_l2_vs_eager']:.1e}", flush=True)
-            save()
+            for name, m in (("custom", model), ("custom_fused", folded)):
+                m.set_custom_kernel(True)
+                torch._dynamo.reset()
+                compiled = torch.compile(m, fullgraph=True)
+                with torch.no_grad():
+                    want = m(rgb16, depth16).float()
+                    got = compiled(rgb16, depth16).float()
+                    eager_ms, _ = time_ms(lambda: m(rgb16, depth16), args.iters, args.warmup,
+                                          args.max_seconds, torch)
+                    comp_ms, _ = time_ms(lambda: compiled(rgb16, depth16), args.iters,
+                                         args.warmup, args.max_seconds, torch)
+                row = {"batch": n, "model": name, "eager_ms": eager_ms, "compiled_ms": comp_ms,
+                       "rel_l2_vs_eager": rel_l2(got, want), "fullgraph": True}
+                row["ok"] = row["rel_l2_vs_eager"] <= TOL
+                failed |= not row["ok"]
+                result["compile"].append(row)
+                print(f"N={n:4d} {name} eager {eager_ms:.3f} ms, torch.compile(fullgraph=True) "
+                      f"{comp_ms:.3f} ms, rel L2 {row['rel_l2_vs_eager']:.1e}", flush=True)
+                save()
     if args.binary:
         bins = [b for b in (1, 32) if b in args.batches]
         result["binary"] = {str(k): v for k, v in run_binary(args.binary, bins).items()}

@@ -141,6 +141,23 @@ void check_layouts(const char* op, const std::vector<at::Tensor>& xs,
   }
 }
 
+bool parse_act(const char* op, const std::string& act) {
+  TORCH_CHECK(act == "relu" || act == "none", op,
+              ": act must be \"relu\" or \"none\" (the fused "
+              "epilogue has ReLU only); got \"",
+              act, "\"");
+  return act == "relu";
+}
+
+void check_residual(const char* op, const std::optional<at::Tensor>& residual,
+                    const at::Tensor& y) {
+  if (!residual.has_value() || !residual->defined()) return;
+  const at::Tensor& r = *residual;
+  TORCH_CHECK(r.sizes() == y.sizes() && r.scalar_type() == y.scalar_type() &&
+                  (y.is_contiguous() ? r.is_contiguous() : channels_last(r)),
+              op, ": residual must match the output ", describe(y), "; got ", describe(r));
+}
+
 // The memory format of the outputs: channels_last for bf16 and for fp32 NHWC.
 at::Tensor empty_output(const at::Tensor& like, const ConvCall& c) {
   const day08::ConvShape& s = c.shape[0];
@@ -287,37 +304,50 @@ void run_group(Path path, const ConvCall& c, const std::vector<at::Tensor>& x,
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> dual_conv2d_cuda(const at::Tensor& rgb, const at::Tensor& depth,
-                                                    const at::Tensor& w_rgb,
-                                                    const at::Tensor& w_depth,
-                                                    const std::optional<at::Tensor>& b_rgb,
-                                                    const std::optional<at::Tensor>& b_depth,
-                                                    int64_t stride, int64_t padding) {
+std::tuple<at::Tensor, at::Tensor> dual_conv2d_cuda(
+    const at::Tensor& rgb, const at::Tensor& depth, const at::Tensor& w_rgb,
+    const at::Tensor& w_depth, const std::optional<at::Tensor>& b_rgb,
+    const std::optional<at::Tensor>& b_depth, int64_t stride, int64_t padding,
+    const std::optional<at::Tensor>& res_rgb, const std::optional<at::Tensor>& res_depth,
+    const std::string& act) {
   constexpr const char* op = "gpu100::dual_conv2d";
+  const at::Tensor none;
+  const at::Tensor r_rgb = res_rgb.value_or(none), r_depth = res_depth.value_or(none);
   check_same_cuda_device(
       op,
-      {rgb, depth, w_rgb, w_depth, b_rgb.value_or(at::Tensor()), b_depth.value_or(at::Tensor())},
-      {"rgb", "depth", "w_rgb", "w_depth", "b_rgb", "b_depth"});
+      {rgb, depth, w_rgb, w_depth, b_rgb.value_or(none), b_depth.value_or(none), r_rgb, r_depth},
+      {"rgb", "depth", "w_rgb", "w_depth", "b_rgb", "b_depth", "res_rgb", "res_depth"});
+  const bool relu = parse_act(op, act);
   const ConvCall c = dual_call(rgb, depth, w_rgb, w_depth, stride, padding);
   const Path path = pick_path(op, c, rgb.scalar_type());
   const c10::cuda::CUDAGuard guard(rgb.device());
   const cudaStream_t stream = current_stream(rgb);
-  if (path == Path::kBf16) {
-    for (const auto& [t, name] :
-         {std::pair{rgb, "rgb"}, {depth, "depth"}, {w_rgb, "w_rgb"}, {w_depth, "w_depth"}}) {
-      check_aligned(op, t, name);
+  at::Tensor out_rgb = empty_output(rgb, c), out_depth = empty_output(rgb, c);
+  check_residual(op, res_rgb, out_rgb);
+  check_residual(op, res_depth, out_depth);
+  TORCH_CHECK(path != Path::kFp32Dual || (!r_rgb.defined() && !r_depth.defined()), op,
+              ": a residual needs one channel count for both streams (the kernels of two channel "
+              "counts have no residual input); got ",
+              c.shape[0].c, " and ", c.shape[1].c);
+  if (path == Path::kBf16 || path == Path::kTf32Nhwc) {
+    for (const auto& [t, name] : {std::pair{rgb, "rgb"},
+                                  {depth, "depth"},
+                                  {w_rgb, "w_rgb"},
+                                  {w_depth, "w_depth"},
+                                  {r_rgb, "res_rgb"},
+                                  {r_depth, "res_depth"}}) {
+      if (t.defined()) check_aligned(op, t, name);
     }
   }
   const int k = c.shape[0].k;
   std::vector<at::Tensor> bias = {bias_fp32(op, b_rgb, rgb, k, "b_rgb"),
                                   bias_fp32(op, b_depth, rgb, k, "b_depth")};
-  at::Tensor out_rgb = empty_output(rgb, c), out_depth = empty_output(rgb, c);
   translate_errors(op, [&] {
     TorchScratch scratch(rgb.device());
     const day08::ScratchScope scope(&scratch);
     if (path != Path::kFp32Dual) {
-      run_group(path, c, {rgb, depth}, {w_rgb, w_depth}, bias, {at::Tensor(), at::Tensor()},
-                {out_rgb, out_depth}, false, stream);
+      run_group(path, c, {rgb, depth}, {w_rgb, w_depth}, bias, {r_rgb, r_depth},
+                {out_rgb, out_depth}, relu, stream);
       return;
     }
     // The capstone's own dual kernels: fp32 NCHW, both streams in one launch, any two channel
@@ -334,40 +364,25 @@ std::tuple<at::Tensor, at::Tensor> dual_conv2d_cuda(const at::Tensor& rgb, const
     }
     const day08::ConvShape& s = c.shape[0];
     a.n = s.n, a.h = s.h, a.w = s.w, a.k = s.k, a.r = s.r, a.sw = s.s, a.stride = s.stride;
-    a.pad = s.pad, a.p = int(c.p), a.q = int(c.q), a.act = 0, a.bf16 = false;
+    a.pad = s.pad, a.p = int(c.p), a.q = int(c.q), a.act = relu ? 1 : 0, a.bf16 = false;
     capstone::detail::launch_dual_store_bound(a, stream);  // the stem kernel, else dual_regblock
   });
   return {out_rgb, out_depth};
 }
 
-std::tuple<at::Tensor, at::Tensor> dual_conv2d_meta(const at::Tensor& rgb, const at::Tensor& depth,
-                                                    const at::Tensor& w_rgb,
-                                                    const at::Tensor& w_depth,
-                                                    const std::optional<at::Tensor>&,
-                                                    const std::optional<at::Tensor>&,
-                                                    int64_t stride, int64_t padding) {
+std::tuple<at::Tensor, at::Tensor> dual_conv2d_meta(
+    const at::Tensor& rgb, const at::Tensor& depth, const at::Tensor& w_rgb,
+    const at::Tensor& w_depth, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+    int64_t stride, int64_t padding, const std::optional<at::Tensor>& res_rgb,
+    const std::optional<at::Tensor>& res_depth, const std::string& act) {
+  constexpr const char* op = "gpu100::dual_conv2d";
+  parse_act(op, act);
   const ConvCall c = dual_call(rgb, depth, w_rgb, w_depth, stride, padding);
-  return {empty_output(rgb, c), empty_output(rgb, c)};
+  at::Tensor out_rgb = empty_output(rgb, c), out_depth = empty_output(rgb, c);
+  check_residual(op, res_rgb, out_rgb);
+  check_residual(op, res_depth, out_depth);
+  return {out_rgb, out_depth};
 }
-
-namespace {
-bool parse_act(const char* op, const std::string& act) {
-  TORCH_CHECK(act == "relu" || act == "none", op,
-              ": act must be \"relu\" or \"none\" (the fused "
-              "epilogue has ReLU only); got \"",
-              act, "\"");
-  return act == "relu";
-}
-
-void check_residual(const char* op, const std::optional<at::Tensor>& residual,
-                    const at::Tensor& y) {
-  if (!residual.has_value() || !residual->defined()) return;
-  const at::Tensor& r = *residual;
-  TORCH_CHECK(r.sizes() == y.sizes() && r.scalar_type() == y.scalar_type() &&
-                  (y.is_contiguous() ? r.is_contiguous() : channels_last(r)),
-              op, ": residual must match the output ", describe(y), "; got ", describe(r));
-}
-}  // namespace
 
 at::Tensor conv_bn_act_cuda(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                             const std::optional<at::Tensor>& residual, const std::string& act,

@@ -8,7 +8,8 @@
 TORCH_LIBRARY(gpu100, m) {
   m.def(
       "dual_conv2d(Tensor rgb, Tensor depth, Tensor w_rgb, Tensor w_depth, Tensor? b_rgb=None, "
-      "Tensor? b_depth=None, int stride=1, int padding=0) -> (Tensor, Tensor)");
+      "Tensor? b_depth=None, int stride=1, int padding=0, Tensor? res_rgb=None, "
+      "Tensor? res_depth=None, str act=\"none\") -> (Tensor, Tensor)");
   m.def(
       "conv_bn_act(Tensor x, Tensor w, Tensor bias, Tensor? residual=None, str act=\"relu\", "
       "int stride=1, int padding=0) -> Tensor");

@@ -42,6 +42,10 @@ struct NetHandle {
   }
 };
 
+// The split-K counters one forward may use, cleared once per call: a split-K layer has at most
+// as many tiles as the blocks resident at once (a few hundred), and the network has 20 layers.
+constexpr size_t kNetCounters = 16384;
+
 std::mutex registry_mutex;
 std::map<int64_t, std::shared_ptr<NetHandle>> registry;
 std::map<int64_t, int64_t> classes_of;  // kept after release too: the Meta function reads it
@@ -156,6 +160,7 @@ at::Tensor mc_resnet18_forward_cuda(int64_t handle, const at::Tensor& rgb,
       const at::Tensor ws =
           at::empty({static_cast<int64_t>(bytes)}, rgb.options().dtype(at::kByte));
       TorchScratch scratch(rgb.device());
+      scratch.reserve_counters(kNetCounters, stream);
       const day08::ScratchScope scope(&scratch);
       h->net->forward(inputs, n, ht, wd, logits.data_ptr<float>(), ws.data_ptr(), bytes, stream);
       return;

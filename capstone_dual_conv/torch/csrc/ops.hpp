@@ -10,18 +10,18 @@
 namespace gpu100_torch {
 
 // conv_ops.cpp
-std::tuple<at::Tensor, at::Tensor> dual_conv2d_cuda(const at::Tensor& rgb, const at::Tensor& depth,
-                                                    const at::Tensor& w_rgb,
-                                                    const at::Tensor& w_depth,
-                                                    const std::optional<at::Tensor>& b_rgb,
-                                                    const std::optional<at::Tensor>& b_depth,
-                                                    int64_t stride, int64_t padding);
-std::tuple<at::Tensor, at::Tensor> dual_conv2d_meta(const at::Tensor& rgb, const at::Tensor& depth,
-                                                    const at::Tensor& w_rgb,
-                                                    const at::Tensor& w_depth,
-                                                    const std::optional<at::Tensor>& b_rgb,
-                                                    const std::optional<at::Tensor>& b_depth,
-                                                    int64_t stride, int64_t padding);
+std::tuple<at::Tensor, at::Tensor> dual_conv2d_cuda(
+    const at::Tensor& rgb, const at::Tensor& depth, const at::Tensor& w_rgb,
+    const at::Tensor& w_depth, const std::optional<at::Tensor>& b_rgb,
+    const std::optional<at::Tensor>& b_depth, int64_t stride, int64_t padding,
+    const std::optional<at::Tensor>& res_rgb, const std::optional<at::Tensor>& res_depth,
+    const std::string& act);
+std::tuple<at::Tensor, at::Tensor> dual_conv2d_meta(
+    const at::Tensor& rgb, const at::Tensor& depth, const at::Tensor& w_rgb,
+    const at::Tensor& w_depth, const std::optional<at::Tensor>& b_rgb,
+    const std::optional<at::Tensor>& b_depth, int64_t stride, int64_t padding,
+    const std::optional<at::Tensor>& res_rgb, const std::optional<at::Tensor>& res_depth,
+    const std::string& act);
 at::Tensor conv_bn_act_cuda(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                             const std::optional<at::Tensor>& residual, const std::string& act,
                             int64_t stride, int64_t padding);

@@ -20,6 +20,12 @@ namespace gpu100_torch {
 // The blocks live until this object dies, at the end of the operator; every stream that used them
 // has joined the current one by then, and PyTorch reuses a freed block only for work queued on the
 // current stream after that point.
+//
+// Split-K counters: by default each layer's are cleared by a memset of their own. A call that
+// runs many layers (the whole network) reserves one block with reserve_counters() instead,
+// cleared once on the stream every later layer follows; counters() hands out pieces of it (a
+// graph node per layer less: about 30 us of a 0.36 ms network at N = 1) and falls back to the
+// default when it is used up.
 class TorchScratch final : public day08::ScratchSource {
  public:
   explicit TorchScratch(c10::Device device) : device_(device) {}
@@ -28,10 +34,25 @@ class TorchScratch final : public day08::ScratchSource {
                                 at::TensorOptions().dtype(at::kByte).device(device_)));
     return blocks_.back().data_ptr();
   }
+  void reserve_counters(size_t count, cudaStream_t stream) {
+    counters_ = static_cast<int*>(get(count * sizeof(int), stream));
+    counters_left_ = count;
+    C10_CUDA_CHECK(cudaMemsetAsync(counters_, 0, count * sizeof(int), stream));
+  }
+  int* counters(size_t count, cudaStream_t stream) override {
+    const size_t take = (count + 63) / 64 * 64;  // keeps each piece 256-byte aligned
+    if (take > counters_left_) return ScratchSource::counters(count, stream);
+    int* p = counters_;
+    counters_ += take;
+    counters_left_ -= take;
+    return p;
+  }
 
  private:
   c10::Device device_;
   std::vector<at::Tensor> blocks_;
+  int* counters_ = nullptr;
+  size_t counters_left_ = 0;
 };
 
 // The current PyTorch stream of `t`'s device, as a CUDA stream.

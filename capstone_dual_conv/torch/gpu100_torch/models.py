@@ -34,7 +34,7 @@ class MCDownsample(nn.Module):
         self.add_module("1", MCBatchNorm2d(cout))
 
     def forward(self, x_rgb, x_depth):
-        return getattr(self, "1")(*getattr(self, "0")(x_rgb, x_depth))
+        return getattr(self, "0")(x_rgb, x_depth, bn=getattr(self, "1"))
 
 
 class MCBasicBlock(nn.Module):
@@ -48,11 +48,10 @@ class MCBasicBlock(nn.Module):
                            if stride != 1 or cin != cout else None)
 
     def forward(self, r, d):
-        a, b = self.bn1(*self.conv1(r, d))
-        a, b = self.bn2(*self.conv2(F.relu(a), F.relu(b)))
+        a, b = self.conv1(r, d, bn=self.bn1, relu=True)
         if self.downsample is not None:
             r, d = self.downsample(r, d)
-        return F.relu(a + r), F.relu(b + d)
+        return self.conv2(a, b, bn=self.bn2, residual=(r, d), relu=True)
 
 
 class MCResNet18Torch(nn.Module):
@@ -79,10 +78,24 @@ class MCResNet18Torch(nn.Module):
                 m.use_custom_kernel = on
         return self
 
+    @torch.no_grad()
+    def fuse_bn(self):
+        """Folds every BatchNorm into the MCConv2d before it (eval mode; see MCConv2d.fuse_bn):
+        F.conv2d then runs with folded weights, and with use_custom_kernel each dual layer is
+        one launch with its bias, residual and ReLU in the kernel's epilogue."""
+        for m in self.modules():
+            if isinstance(m, MCBasicBlock):
+                m.conv1.fuse_bn(m.bn1)
+                m.conv2.fuse_bn(m.bn2)
+            elif isinstance(m, MCDownsample):
+                getattr(m, "0").fuse_bn(getattr(m, "1"))
+        self.conv1.fuse_bn(self.bn1)
+        return self
+
     def forward(self, rgb, depth):
-        r, d = self.bn1(*self.conv1(rgb, depth))
-        r = F.max_pool2d(F.relu(r), 3, 2, 1)
-        d = F.max_pool2d(F.relu(d), 3, 2, 1)
+        r, d = self.conv1(rgb, depth, bn=self.bn1, relu=True)
+        r = F.max_pool2d(r, 3, 2, 1)
+        d = F.max_pool2d(d, 3, 2, 1)
         for name in ("layer1", "layer2", "layer3", "layer4"):
             for block in getattr(self, name):
                 r, d = block(r, d)

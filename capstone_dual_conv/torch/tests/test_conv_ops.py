@@ -81,6 +81,53 @@ def test_dual_conv2d_tf32_channels_last():
         assert rel_l2(got[i], reference(x[i], w[i], b[i], 1, 1)) < TOL["tf32"]
 
 
+# (case, dtype, channels_last): one of each kernel family the epilogue runs on.
+EPILOGUE = [
+    ((2, 16, 16, 19, 23, 24, 3, 1, 1), "fp32", False),    # Winograd
+    ((2, 32, 32, 17, 15, 48, 1, 2, 0), "tf32", False),    # v5
+    ((2, 64, 64, 29, 31, 64, 3, 1, 1), "bf16", True),     # v10 / v6
+    ((16, 64, 64, 64, 72, 64, 3, 1, 1), "bf16", True),    # v12 on Hopper
+    ((1, 512, 512, 7, 9, 512, 3, 1, 1), "bf16", True),    # split-K
+]
+
+
+@pytest.mark.parametrize("case,precision,nhwc", EPILOGUE)
+@pytest.mark.parametrize("act", ["relu", "none"])
+def test_dual_conv2d_epilogue(case, precision, nhwc, act):
+    """The bias, a residual per stream and ReLU in the kernel's epilogue: a whole ResNet layer
+    (BatchNorm folded) in one launch."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    fmt = CL if nhwc else torch.contiguous_format
+    x, w, b = dual_inputs(case, dtype, 60, True, nhwc=nhwc)
+    n, _, _, h, wd, k, r, stride, padding = case
+    p, q = (h + 2 * padding - r) // stride + 1, (wd + 2 * padding - r) // stride + 1
+    res = [rand(n, k, p, q, seed=62 + i).to(dtype).contiguous(memory_format=fmt) for i in range(2)]
+    with tf32(precision == "tf32"), torch.no_grad():
+        got = ops.dual_conv2d(x[0], x[1], w[0], w[1], b[0], b[1], stride, padding, res[0], res[1],
+                              act)
+    for i in range(2):
+        want = reference(x[i], w[i], b[i], stride, padding, res[i], act == "relu")
+        err = rel_l2(got[i], want)
+        assert err < TOL[precision], f"stream {i}: rel L2 {err:.2e}"
+        if act == "relu":
+            assert bool((got[i] >= 0).all())
+
+
+def test_dual_conv2d_stem_relu():
+    """Two channel counts (the stem) take ReLU, and refuse a residual in one line."""
+    case = DUAL_FP32[0]
+    x, w, b = dual_inputs(case, torch.float32, 70, True)
+    stride, padding = case[7], case[8]
+    with tf32(False), torch.no_grad():
+        got = ops.dual_conv2d(x[0], x[1], w[0], w[1], b[0], b[1], stride, padding, None, None,
+                              "relu")
+        for i in range(2):
+            want = reference(x[i], w[i], b[i], stride, padding, None, True)
+            assert rel_l2(got[i], want) < TOL["fp32"]
+        with pytest.raises(RuntimeError, match="residual needs one channel count"):
+            ops.dual_conv2d(x[0], x[1], w[0], w[1], b[0], b[1], stride, padding, got[0], got[1])
+
+
 # (N, C, H, W, K, R, stride, padding, residual, act)
 SINGLE = [
     (2, 16, 19, 23, 24, 3, 1, 1, True, "relu"),

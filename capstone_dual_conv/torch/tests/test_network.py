@@ -95,6 +95,28 @@ def test_mcconv2d_custom_kernel_in_the_model(model, inputs, dtype):
     assert rel_l2(custom, seq) < tol
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mcconv2d_fused_bn_in_the_model(model, inputs, dtype):
+    """fuse_bn folds every BatchNorm: the F.conv2d model and the custom kernels with the bias,
+    residual and ReLU in their epilogue both stay within the precision's rounding of the
+    unfused sequential model."""
+    m = MCResNet18Torch().to(DEV)
+    m.load_state_dict(model.state_dict())
+    fmt = CL if dtype == torch.bfloat16 else torch.contiguous_format
+    m = m.eval().to(dtype).to(memory_format=fmt)
+    x = [t.to(dtype).contiguous(memory_format=fmt) for t in inputs]
+    with torch.no_grad(), tf32(False):
+        seq = m.set_custom_kernel(False)(*x)
+        f = MCResNet18Torch().to(DEV)
+        f.load_state_dict(m.state_dict())
+        f = f.eval().to(dtype).to(memory_format=fmt).fuse_bn()
+        folded = f.set_custom_kernel(False)(*x)
+        fused = f.set_custom_kernel(True)(*x)
+    tol = 1e-4 if dtype == torch.float32 else 3e-2
+    assert rel_l2(folded, seq) < tol
+    assert rel_l2(fused, seq) < tol
+
+
 def test_mcconv2d_falls_back_where_the_kernel_does_not_take(inputs):
     conv = MCConv2d((3, 1), 16, 3, 1, 1).to(DEV).to(torch.bfloat16).to(memory_format=CL)
     conv.use_custom_kernel = True
