@@ -281,9 +281,9 @@ def render_mcconv(json_path):
              f"{data['timestamp']}, commit `{data['git']}`, {data['precision']}, "
              f"{data['size'][0]} x {data['size'][1]}. Source: `{json_path}`.", "",
              "| N | " + " | ".join(f"{m} ms" for m in modes) +
-             " | custom vs sequential | custom_fused vs sequential_folded"
-             " | best gpu100_net vs sequential | checks |",
-             "|---:|" + "---:|" * (len(modes) + 3) + "---|"]
+             " | custom vs sequential | custom_fused vs sequential | custom_fused vs"
+             " sequential_folded | best gpu100_net vs sequential | checks |",
+             "|---:|" + "---:|" * (len(modes) + 4) + "---|"]
     for n in sorted(dict.fromkeys(r["batch"] for r in rows)):
         by = {r["mode"]: r for r in rows if r["batch"] == n}
         ms = {m: by[m]["ms"] for m in modes if m in by and by[m].get("status") == "ok"}
@@ -291,6 +291,7 @@ def render_mcconv(json_path):
         seq = ms.get("sequential")
         nets = [v for m, v in ms.items() if m.startswith("gpu100_net")]
         cells.append(f"{seq / ms['custom']:.2f}x" if seq and "custom" in ms else "-")
+        cells.append(f"{seq / ms['custom_fused']:.2f}x" if seq and "custom_fused" in ms else "-")
         fold = ms.get("sequential_folded")
         cells.append(f"{fold / ms['custom_fused']:.2f}x" if fold and "custom_fused" in ms
                      else "-")

@@ -14,7 +14,8 @@ def bf(*shape, seed=1):
 
 def dual_args(**change):
     a = dict(rgb=bf(2, 16, 9, 11), depth=bf(2, 16, 9, 11, seed=2), w_rgb=bf(32, 16, 3, 3, seed=3),
-             w_depth=bf(32, 16, 3, 3, seed=4), b_rgb=None, b_depth=None, stride=1, padding=1)
+             w_depth=bf(32, 16, 3, 3, seed=4), b_rgb=None, b_depth=None, stride=1, padding=1,
+             res_rgb=None, res_depth=None, act="none")
     a.update(change)
     return a
 
@@ -22,8 +23,7 @@ def dual_args(**change):
 def refuses(match, **change):
     a = dual_args(**change)
     with pytest.raises(RuntimeError, match=match) as e:
-        ops.dual_conv2d(a["rgb"], a["depth"], a["w_rgb"], a["w_depth"], a["b_rgb"], a["b_depth"],
-                        a["stride"], a["padding"])
+        ops.dual_conv2d(*a.values())
     assert "\n" not in str(e.value).strip(), str(e.value)  # one line
 
 
@@ -51,6 +51,13 @@ def test_wrong_dtype():
 def test_wrong_channels():
     refuses("w_rgb takes 16 input channels but rgb has 8", rgb=bf(2, 8, 9, 11))
     refuses("must share K", w_depth=bf(16, 16, 3, 3))
+
+
+def test_bad_epilogue():
+    refuses("act must be", act="silu")
+    refuses("residual must match the output", res_rgb=bf(2, 32, 9, 10))
+    refuses("residual must match the output", res_depth=bf(2, 32, 9, 11).contiguous())
+    refuses("res_depth is on cpu", res_depth=bf(2, 32, 9, 11).cpu())
 
 
 def test_layout_the_kernel_cannot_take():
