@@ -20,6 +20,7 @@
 #include <optional>
 #include <tuple>
 
+#include "common/arch.hpp"
 #include "common/math.hpp"
 #include "conv.hpp"
 #include "kernels.cuh"
@@ -382,6 +383,23 @@ std::tuple<at::Tensor, at::Tensor> dual_conv2d_meta(
   check_residual(op, res_rgb, out_rgb);
   check_residual(op, res_depth, out_depth);
   return {out_rgb, out_depth};
+}
+
+std::string build_lacks(const std::string& what) {
+  gpu100::ArchNeed need = gpu100::ArchNeed::kAny;
+  if (what == "tf32" || what == "bf16") {
+    need = gpu100::ArchNeed::kSm80;
+  } else if (what == "tf32_nhwc") {
+    need = gpu100::ArchNeed::kSm90a;
+  } else {
+    TORCH_CHECK(what == "fp32", "gpu100::build_lacks: what must be \"fp32\", \"tf32\", \"bf16\" ",
+                "or \"tf32_nhwc\"; got \"", what, "\"");
+  }
+  bool has = false;
+  translate_errors("gpu100::build_lacks", [&] { has = gpu100::build_has(need); });
+  if (has) return "";
+  return c10::str(what, " ", gpu100::needs_text(need),
+                  " (CMAKE_CUDA_ARCHITECTURES=", gpu100::build_architectures(), ")");
 }
 
 at::Tensor conv_bn_act_cuda(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,

@@ -19,6 +19,8 @@ TORCH_LIBRARY(gpu100, m) {
       "str trunks=\"streams\", bool eager_graph=True) -> int",
       &gpu100_torch::mc_resnet18_create);
   m.def("mc_resnet18_release(int net) -> ()", &gpu100_torch::mc_resnet18_release);
+  // What this build cannot run on the current GPU ("" when it can): the tests skip on it.
+  m.def("build_lacks(str what) -> str", &gpu100_torch::build_lacks);
   m.def("mc_resnet18_forward(int net, Tensor rgb, Tensor depth) -> Tensor");
 }
 

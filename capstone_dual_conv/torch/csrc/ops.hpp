@@ -29,6 +29,10 @@ at::Tensor conv_bn_act_meta(const at::Tensor& x, const at::Tensor& w, const at::
                             const std::optional<at::Tensor>& residual, const std::string& act,
                             int64_t stride, int64_t padding);
 
+// "" when this build runs `what` ("fp32", "tf32", "bf16", "tf32_nhwc") on the current GPU, else
+// the reason, e.g. "bf16 needs an sm_80 build (CMAKE_CUDA_ARCHITECTURES=75-virtual)".
+std::string build_lacks(const std::string& what);
+
 // net_ops.cpp
 int64_t mc_resnet18_create(const std::vector<std::string>& names,
                            const std::vector<at::Tensor>& weights, const std::string& precision,

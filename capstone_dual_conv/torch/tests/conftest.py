@@ -25,6 +25,22 @@ def is_hopper():
     return torch.cuda.get_device_capability() == (9, 0)
 
 
+def require(what):
+    """Skips the test where this build cannot run `what` ("tf32", "bf16", "tf32_nhwc") on this GPU
+    (an sm_75 build has no tensor-core kernels, an sm_80 build no wgmma), as the C++ tests do."""
+    why = torch.ops.gpu100.build_lacks(what)
+    if why:
+        pytest.skip(f"this build: {why}")
+
+
+def mechanism_dtype():
+    """(dtype, channels_last) for the tests of streams, graphs and torch.compile: bf16 NHWC where
+    the build runs it, else fp32 NCHW (run with TF32 off), so every build checks them."""
+    if torch.ops.gpu100.build_lacks("bf16"):
+        return torch.float32, False
+    return torch.bfloat16, True
+
+
 def rand(*shape, seed, dtype=torch.float32, scale=1.0):
     g = torch.Generator(device="cpu").manual_seed(seed)
     return ((torch.rand(shape, generator=g) * 2 - 1) * scale).to(DEV, dtype)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import CL, DEV, rand, randomize
+from conftest import CL, DEV, rand, randomize, require
 from gpu100_torch import MCResNet18, MCResNet18Torch
 
 ops = torch.ops.gpu100
@@ -28,6 +28,7 @@ def refuses(match, **change):
 
 
 def test_good_arguments_run():
+    require("bf16")
     a = dual_args()
     out = ops.dual_conv2d(*a.values())
     assert out[0].shape == (2, 32, 9, 11)
@@ -104,6 +105,7 @@ def test_conv_bn_act_rules():
 
 
 def test_backward_says_there_is_none():
+    require("bf16")
     a = dual_args()
     w = a["w_rgb"].clone().requires_grad_()
     out = ops.dual_conv2d(a["rgb"], a["depth"], w, a["w_depth"], None, None, 1, 1)

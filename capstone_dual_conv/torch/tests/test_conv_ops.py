@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import CL, DEV, TOL, is_hopper, rand, rel_l2, tf32
+from conftest import CL, DEV, TOL, is_hopper, mechanism_dtype, rand, rel_l2, require, tf32
 
 ops = torch.ops.gpu100
 
@@ -48,6 +48,8 @@ def reference(x, w, b, stride, padding, residual=None, relu=False):
 @pytest.mark.parametrize("case", DUAL_FP32)
 @pytest.mark.parametrize("bias", [True, False])
 def test_dual_conv2d_float32(case, precision, bias):
+    if precision == "tf32" and case[1] == case[2]:  # two channel counts run FMA kernels
+        require("tf32")
     x, w, b = dual_inputs(case, torch.float32, 10, bias)
     stride, padding = case[7], case[8]
     with tf32(precision == "tf32"), torch.no_grad():
@@ -60,6 +62,7 @@ def test_dual_conv2d_float32(case, precision, bias):
 
 @pytest.mark.parametrize("case", DUAL_BF16)
 def test_dual_conv2d_bf16(case):
+    require("bf16")
     x, w, b = dual_inputs(case, torch.bfloat16, 20, True, nhwc=True)
     stride, padding = case[7], case[8]
     with torch.no_grad():
@@ -72,6 +75,7 @@ def test_dual_conv2d_bf16(case):
 
 @pytest.mark.skipif(not is_hopper(), reason="TF32 on channels_last runs day08 v11 (Hopper)")
 def test_dual_conv2d_tf32_channels_last():
+    require("tf32_nhwc")
     case = (2, 32, 32, 23, 19, 64, 3, 1, 1)
     x, w, b = dual_inputs(case, torch.float32, 30, True, nhwc=True)
     with tf32(True), torch.no_grad():
@@ -96,6 +100,7 @@ EPILOGUE = [
 def test_dual_conv2d_epilogue(case, precision, nhwc, act):
     """The bias, a residual per stream and ReLU in the kernel's epilogue: a whole ResNet layer
     (BatchNorm folded) in one launch."""
+    require(precision)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     fmt = CL if nhwc else torch.contiguous_format
     x, w, b = dual_inputs(case, dtype, 60, True, nhwc=nhwc)
@@ -142,6 +147,7 @@ SINGLE = [
 def test_conv_bn_act(case, precision):
     if precision == "tf32_nhwc" and not is_hopper():
         pytest.skip("TF32 on channels_last runs day08 v11 (Hopper)")
+    require(precision)
     n, c, h, w, k, r, stride, padding, with_res, act = case
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     nhwc = precision in ("bf16", "tf32_nhwc")
@@ -162,8 +168,9 @@ def test_conv_bn_act(case, precision):
 
 
 def test_non_default_stream():
-    x, w, b = dual_inputs(DUAL_BF16[1], torch.bfloat16, 50, True, nhwc=True)
-    with torch.no_grad():
+    dtype, nhwc = mechanism_dtype()
+    x, w, b = dual_inputs(DUAL_BF16[1], dtype, 50, True, nhwc=nhwc)
+    with torch.no_grad(), tf32(False):
         want = ops.dual_conv2d(x[0], x[1], w[0], w[1], b[0], b[1], 1, 1)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -181,16 +188,17 @@ def test_non_default_stream():
 def test_cuda_graph_capture(case):
     """Captured once, replayed on new inputs copied into the static ones (split-K's scratch comes
     from PyTorch's graph pool at the last stage's shape)."""
-    x, w, b = dual_inputs(case, torch.bfloat16, 60, True, nhwc=True)
+    dtype, nhwc = mechanism_dtype()
+    x, w, b = dual_inputs(case, dtype, 60, True, nhwc=nhwc)
     stride, padding = case[7], case[8]
-    static = [t.clone(memory_format=CL) for t in x]
+    static = [t.clone(memory_format=CL if nhwc else torch.contiguous_format) for t in x]
     g = torch.cuda.CUDAGraph()
-    with torch.no_grad():
+    with torch.no_grad(), tf32(False):
         with torch.cuda.graph(g):
             out = ops.dual_conv2d(static[0], static[1], w[0], w[1], b[0], b[1], stride, padding)
             y = ops.conv_bn_act(out[0], w[0], b[0], out[1], "relu", 1, 1) \
                 if case[5] == case[1] else out[0]
-        fresh, _, _ = dual_inputs(case, torch.bfloat16, 70, True, nhwc=True)
+        fresh, _, _ = dual_inputs(case, dtype, 70, True, nhwc=nhwc)
         for s, f in zip(static, fresh):
             s.copy_(f)
         g.replay()
@@ -204,16 +212,17 @@ def test_cuda_graph_capture(case):
 
 def test_torch_compile_fullgraph():
     """Traced with no graph break (fullgraph=True) through the Meta functions; the same numbers."""
-    x, w, b = dual_inputs(DUAL_BF16[0], torch.bfloat16, 80, True, nhwc=True)
-    w2 = rand(24, 24, 3, 3, seed=85, scale=(24 * 9) ** -0.5).to(torch.bfloat16).contiguous(
-        memory_format=CL)
+    dtype, nhwc = mechanism_dtype()
+    x, w, b = dual_inputs(DUAL_BF16[0], dtype, 80, True, nhwc=nhwc)
+    w2 = rand(24, 24, 3, 3, seed=85, scale=(24 * 9) ** -0.5).to(dtype).contiguous(
+        memory_format=CL if nhwc else torch.contiguous_format)
 
     def layer(r, d):
         a, c = ops.dual_conv2d(r, d, w[0], w[1], b[0], b[1], 1, 1)
         return ops.conv_bn_act(a, w2, b[0], c, "relu", 1, 1) * 0.5
 
     compiled = torch.compile(layer, fullgraph=True)
-    with torch.no_grad():
+    with torch.no_grad(), tf32(False):
         got, want = compiled(x[0], x[1]), layer(x[0], x[1])
     assert got.shape == want.shape
     assert rel_l2(got, want) < 1e-6

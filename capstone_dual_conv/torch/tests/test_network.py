@@ -3,7 +3,7 @@ model, against the PyTorch model in float64."""
 import pytest
 import torch
 
-from conftest import CL, DEV, TOL, rand, randomize, rel_l2, tf32
+from conftest import CL, DEV, TOL, rand, randomize, rel_l2, require, tf32
 from gpu100_torch import MCConv2d, MCResNet18, MCResNet18Torch, trunk_state_dict
 
 H, W = 67, 93  # odd, and no multiple of any tile
@@ -29,6 +29,7 @@ def reference(model, inputs):
 @pytest.mark.parametrize("trunks", ["sequential", "streams", "dual"])
 @pytest.mark.parametrize("eager_graph", [True, False])
 def test_whole_network(model, inputs, reference, precision, trunks, eager_graph):
+    require(precision)
     net = MCResNet18.from_torch(model, precision, trunks, eager_graph)
     with torch.no_grad():
         logits = net(*inputs)
@@ -41,7 +42,8 @@ def test_whole_network(model, inputs, reference, precision, trunks, eager_graph)
 
 def test_whole_network_graph_stream_compile(model, inputs, reference):
     """Captured in a CUDA graph, on a side stream, and under torch.compile(fullgraph=True)."""
-    net = MCResNet18.from_torch(model, "bf16")
+    precision = "fp32" if torch.ops.gpu100.build_lacks("bf16") else "bf16"
+    net = MCResNet18.from_torch(model, precision)
     with torch.no_grad():
         want = net(*inputs)
         static = [t.clone() for t in inputs]
@@ -80,6 +82,8 @@ def test_trunk_names_round_trip(model):
 def test_mcconv2d_custom_kernel_in_the_model(model, inputs, dtype):
     """use_custom_kernel swaps only the dual layers; the logits stay within the precision's
     rounding of the sequential model's."""
+    if dtype == torch.bfloat16:
+        require("bf16")
     m = MCResNet18Torch().to(DEV)
     m.load_state_dict(model.state_dict())
     m = m.eval().to(dtype).to(memory_format=CL if dtype == torch.bfloat16 else
@@ -100,6 +104,8 @@ def test_mcconv2d_fused_bn_in_the_model(model, inputs, dtype):
     """fuse_bn folds every BatchNorm: the F.conv2d model and the custom kernels with the bias,
     residual and ReLU in their epilogue both stay within the precision's rounding of the
     unfused sequential model."""
+    if dtype == torch.bfloat16:
+        require("bf16")
     m = MCResNet18Torch().to(DEV)
     m.load_state_dict(model.state_dict())
     fmt = CL if dtype == torch.bfloat16 else torch.contiguous_format
