@@ -549,6 +549,14 @@ TEST_CASE("resnet: day08's fused convolution (bias, residual, ReLU; one or two p
       if (bf16) check_fused_bf16(cc, count, seed);
     }
   }
+  // K = 256 over enough pixels (68 tiles of 128) that v10 and v11 take their 256-filter tiles
+  // (day08's tma_im2col_conv.cuh), with the residual and ReLU in their epilogue.
+  const ConvCase wide{1, 64, 91, 95, 256, 3, 1, 1, true, true};
+  for (int count : {1, 2}) {
+    INFO("N 1 C 64 91x95 K 256 3x3/1 +residual relu, " << count << " per launch");
+    if (tf32) check_fused_tf32_nhwc(wide, count, seed += 100);
+    if (bf16) check_fused_bf16(wide, count, seed += 100);
+  }
 }
 
 TEST_CASE("resnet: the fused convolution rejects bad groups before any launch", "[gpu]") {

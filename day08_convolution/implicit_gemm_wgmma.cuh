@@ -7,7 +7,9 @@
 //
 // Tiles: 128 output pixels x kBN filters x 128 bytes of GEMM_K per stage (kBK = 64 bf16 or 32
 // fp32 values); kBN = 64 when K <= 64 (wgmma m64n64; 32 accumulators per thread; sized for 2
-// blocks per SM), else 128 (m64n128; 64 accumulators; one block per SM). A wgmma k-step is 32
+// blocks per SM), else 128 (m64n128; 64 accumulators; one block per SM), or for v10 and v11 256
+// where K is a multiple of 256 (m64n256; 128 accumulators; tma_im2col_conv.cuh says when). A wgmma
+// k-step is 32
 // bytes of k in either type: k16 in bf16, k8 in TF32, so a stage is 4 k-steps in both.
 // Threads: warpgroups 0 and 1 consume (pixels 64 wg .. 64 wg + 63 of the tile); the producer's
 // threads follow them. Shared memory, from a 1024-byte boundary: kStages x [A: 128 rows x 128 bytes
@@ -58,9 +60,10 @@ struct Config {
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024 /* alignment */;
   // kBN = 64: 97 KB of shared memory and few enough registers that 2 blocks fit an SM, so one
-  // block's epilogue and pipeline fill overlap the other's main loop; kBN = 128: 129 KB, one block.
+  // block's epilogue and pipeline fill overlap the other's main loop; kBN = 128: 129 KB, one block;
+  // kBN = 256: 193 KB, one block.
   static constexpr int kMinBlocks = kBN == 64 ? 2 : 1;
-  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64 or m64n128");
+  static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
@@ -105,11 +108,15 @@ template <class T, int kBN>
 __device__ __forceinline__ void wgmma_kstep(float (&d)[kBN / 2], uint64_t desc_a, uint64_t desc_b) {
   using namespace day04::wgmma;
   if constexpr (std::is_same_v<T, float>) {
-    if constexpr (kBN == 128) {
+    if constexpr (kBN == 256) {
+      wgmma_m64n256k8_tf32(d, desc_a, desc_b);
+    } else if constexpr (kBN == 128) {
       wgmma_m64n128k8_tf32_ss(d, desc_a, desc_b, 1);
     } else {
       wgmma_m64n64k8_tf32_ss(d, desc_a, desc_b, 1);
     }
+  } else if constexpr (kBN == 256) {
+    wgmma_m64n256k16_bf16<0>(d, desc_a, desc_b);  // B K-major
   } else if constexpr (kBN == 128) {
     wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, 1);
   } else {

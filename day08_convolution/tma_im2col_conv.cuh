@@ -169,12 +169,31 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   CUDA_CHECK_LAST();
 }
 
-// The tile width by K: 64 filters (m64n64, two blocks per SM) up to K = 64, else 128.
+// Whether a launch of C's tiles would run without split-K: its tiles fill more than half of the
+// blocks that fit on the GPU at once (the launcher's rule).
+template <class C, class Y, bool kNpqk>
+bool fills_half_the_gpu(const char* name, const ConvShape& s, int group_count) {
+  const wgmma_conv::PersistentGrid p =
+      wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk, false>>(
+          name, nhwc::make_params(s, C::kBK).M, s.k, group_count);
+  return 2 * int64_t(p.tiles_m) * p.tiles_n > p.resident;
+}
+
+// The tile width by K: 64 filters (m64n64, two blocks per SM) up to K = 64; 256 (m64n256) where K
+// is a multiple of 256 and those tiles fill the GPU without split-K; else 128 (m64n128). The
+// 256-wide tile reads its A rows once for twice the filters: per k-step a warpgroup reads 2 KB of A
+// and 8 KB of B from shared memory for 64 x 256 x 16 multiply-adds, against 2 + 4 KB for half as
+// many (measured at N = 32 on the network's 256- and 512-filter layers: 8-9% faster in bf16,
+// 12-16% in TF32, results/h100/day08_convolution_l3_n32.json and _l4_n32.json). Where the tiles
+// are few (a small batch) the 128-wide ones give split-K twice the work units.
 template <class T, class Y, bool kNpqk>
 void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& grp,
                   cudaStream_t stream) {
+  using Wide = TmaConfig<T, 256>;
   if (s.k <= 64) {
     launch<TmaConfig<T, 64>, Y, kNpqk>(name, s, grp, stream);
+  } else if (s.k % 256 == 0 && fills_half_the_gpu<Wide, Y, kNpqk>(name, s, grp.count)) {
+    launch<Wide, Y, kNpqk>(name, s, grp, stream);
   } else {
     launch<TmaConfig<T, 128>, Y, kNpqk>(name, s, grp, stream);
   }
