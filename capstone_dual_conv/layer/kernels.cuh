@@ -72,6 +72,25 @@ __device__ __forceinline__ void store_row4(void* y, int64_t o, const float (&v)[
   }
 }
 
+// The register-blocked kernels' epilogue (v3, v5): for channels k0 .. k0 + kK - 1 below K of
+// 4 consecutive pixels, y = act(alpha[k] acc + beta[k]), one store_row4 per channel. o0: the
+// first pixel's index in channel 0 of y; plane: P x Q, the distance from one channel to the next.
+template <int kK>
+__device__ __forceinline__ void store_channels(const float (&acc)[kK][4], const StreamArgs& sa,
+                                               const DualArgs& a, int k0, int64_t o0, int64_t plane,
+                                               int valid, bool vec) {
+#pragma unroll
+  for (int i = 0; i < kK; ++i) {
+    const int k = k0 + i;
+    if (k >= a.k) break;
+    const float al = __ldg(sa.alpha + k), be = __ldg(sa.beta + k);
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = activate(fmaf(acc[i][j], al, be), a.act);
+    store_row4(sa.y, o0 + int64_t(k) * plane, v, valid, vec, a.bf16);
+  }
+}
+
 #endif  // __CUDACC__
 
 // Launchers: one kernel launch computes both outputs. They check their launch and do not

@@ -100,17 +100,9 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     if (!inside) continue;
-    const int valid = min(kPx, a.q - q);
-#pragma unroll
-    for (int i = 0; i < kKt; ++i) {
-      const int k = k0 + i;
-      if (k >= a.k) break;
-      const float al = __ldg(sa.alpha + k), be = __ldg(sa.beta + k);
-      float v[kPx];
-#pragma unroll
-      for (int j = 0; j < kPx; ++j) v[j] = activate(fmaf(acc[i][j], al, be), a.act);
-      store_row4(sa.y, ((int64_t(n) * a.k + k) * a.p + p) * a.q + q, v, valid, vec, a.bf16);
-    }
+    const int64_t plane = int64_t(a.p) * a.q;
+    store_channels(acc, sa, a, k0, int64_t(n) * a.k * plane + int64_t(p) * a.q + q, plane,
+                   min(kPx, a.q - q), vec);
   }
 }
 

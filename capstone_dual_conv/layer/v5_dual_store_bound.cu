@@ -292,16 +292,7 @@ __device__ __forceinline__ void store_bound_block(const DualArgs& a, int n, int 
       continue;
     }
     // The epilogue in registers, then one 16-byte (8-byte bf16) streaming store per channel.
-#pragma unroll
-    for (int i = 0; i < kKg; ++i) {
-      const int k = k0 + i;
-      if (k >= a.k) break;
-      const float al = __ldg(sa.alpha + k), be = __ldg(sa.beta + k);
-      float v[kPx];
-#pragma unroll
-      for (int j = 0; j < kPx; ++j) v[j] = activate(fmaf(acc[i][j], al, be), a.act);
-      store_row4(sa.y, o0 + int64_t(k) * plane, v, valid, vec, a.bf16);
-    }
+    store_channels(acc, sa, a, k0, o0, plane, valid, vec);
   }
 }
 

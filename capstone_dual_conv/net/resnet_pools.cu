@@ -219,20 +219,26 @@ void global_avgpool_nchw(const float* x, float* y, int n, int c, int h, int w,
   CUDA_CHECK_LAST();
 }
 
-void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
-                              cudaStream_t stream) {
+namespace {
+// Both NHWC global pools: one thread per (image, channel).
+template <class T>
+void global_avgpool_nhwc_any(const T* x, float* y, int n, int c, int h, int w,
+                             cudaStream_t stream) {
   check_pool_args(n, c, h, w, 1, 1, 0);
   const int64_t total = int64_t(n) * c;
   avgpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h * w, total);
   CUDA_CHECK_LAST();
 }
+}  // namespace
+
+void global_avgpool_nhwc_bf16(const __nv_bfloat16* x, float* y, int n, int c, int h, int w,
+                              cudaStream_t stream) {
+  global_avgpool_nhwc_any(x, y, n, c, h, w, stream);
+}
 
 void global_avgpool_nhwc(const float* x, float* y, int n, int c, int h, int w,
                          cudaStream_t stream) {
-  check_pool_args(n, c, h, w, 1, 1, 0);
-  const int64_t total = int64_t(n) * c;
-  avgpool_nhwc_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, c, h * w, total);
-  CUDA_CHECK_LAST();
+  global_avgpool_nhwc_any(x, y, n, c, h, w, stream);
 }
 
 void to_nhwc_bf16(const float* x, __nv_bfloat16* y, int n, int c, int h, int w, int c_pad,
