@@ -184,7 +184,11 @@ def render_layers(json_path):
 def render_ladder(folder):
     """One row per results file of the folder (name order): the fastest own row per precision at
     N=1 and N=32, bf16 images/s at N=128, and cuDNN's bf16 network at N=32 for scale."""
-    files = sorted((ROOT / folder).glob("*.json"))
+    # In step order: the leading number of each name, compared as a number (10 after 9).
+    def step_no(f):
+        head = f.stem.split("_")[0]
+        return (int(head) if head.isdigit() else 1 << 30, f.stem)
+    files = sorted((ROOT / folder).glob("*.json"), key=step_no)
     def best(data, prefix, n):
         ms = [c["ms"] for c in data["cases"] if c["variant"].startswith(prefix) and c.get("ms")
               and c["shape"].split()[0] == n and c.get("ok")]
