@@ -328,11 +328,14 @@ struct ConvCase {
 };
 // A block's conv2 (residual + ReLU), a stride-2 conv1, the 1x1/2 shortcut, the 7x7/2 stem on 3
 // channels, a deeper layer, and a first-stage block's conv2 (C = K = 64: day08 v12's kernel in bf16
-// on Hopper), odd sizes throughout (no tile divides them).
+// on Hopper), odd sizes throughout (no tile divides them). Then two that v12 also takes, for the
+// bf16 epilogues: K = 24 (16-byte output pieces, the last of 8 groups past K) and K = 10 (not a
+// multiple of 8: each thread stores its register pairs).
 const std::vector<ConvCase> kConvCases = {
     {2, 16, 9, 11, 32, 3, 1, 1, true, true},   {1, 16, 13, 7, 64, 3, 2, 1, false, true},
     {3, 32, 10, 9, 64, 1, 2, 0, false, false}, {1, 3, 23, 17, 64, 7, 2, 3, false, true},
-    {2, 64, 5, 5, 128, 3, 1, 1, true, false},  {2, 64, 11, 13, 64, 3, 1, 1, true, true}};
+    {2, 64, 5, 5, 128, 3, 1, 1, true, false},  {2, 64, 11, 13, 64, 3, 1, 1, true, true},
+    {2, 32, 9, 13, 24, 3, 1, 1, true, true},   {1, 16, 7, 10, 10, 3, 1, 1, true, false}};
 
 // One convolution's operands in both layouts, with values rounded to bf16 when `bf16_in` (so
 // the CPU reference sees what the bf16 kernel reads).

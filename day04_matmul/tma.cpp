@@ -94,16 +94,6 @@ CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4]
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
 }
 
-CUtensorMap make_tma_map_nhwc_8ch(const __nv_bfloat16* ptr, int n, int h, int w, int c, int box_w,
-                                  int box_h) {
-  // Dimensions innermost first (c, w, h, n); the box is 8 channels of box_h x box_w pixels.
-  const cuuint64_t d[4] = {cuuint64_t(c), cuuint64_t(w), cuuint64_t(h), cuuint64_t(n)};
-  const cuuint64_t row = cuuint64_t(c) * sizeof(__nv_bfloat16);
-  const cuuint64_t st[3] = {row, row * cuuint64_t(w), row * cuuint64_t(w) * cuuint64_t(h)};
-  const cuuint32_t b[4] = {8, cuuint32_t(box_w), cuuint32_t(box_h), 1};
-  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b, CU_TENSOR_MAP_SWIZZLE_NONE);
-}
-
 namespace {
 template <typename T>
 CUtensorMap im2col_nhwc(CUtensorMapDataType type, const T* ptr, int n, int h, int w, int c,

@@ -24,15 +24,6 @@ CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int row
 CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4],
                             const long long (&strides)[3], const int (&box)[4]);
 
-// A bf16 NHWC tensor [n][h][w][c] read in boxes of 8 channels (16 bytes) x box_w x box_h pixels
-// of one image, with no swizzle: a copy writes the box as [box_h][box_w][8 channels], so 8
-// consecutive pixels of a row are one 128-byte core matrix of a no-swizzle wgmma operand (day08's
-// v12 brings a halo tile that way, 8 channels per copy). Pixels outside the image are zero-filled,
-// and so are channels past c. c % 8 == 0 and a 16-byte aligned ptr; box_w and box_h at most 256.
-// Throws std::runtime_error when the driver rejects it.
-CUtensorMap make_tma_map_nhwc_8ch(const __nv_bfloat16* ptr, int n, int h, int w, int c, int box_w,
-                                  int box_h);
-
 // A bf16 or fp32 NHWC tensor [n][h][w][c] read in im2col mode, for a convolution's implicit GEMM
 // (day08's v10 and v11): one copy brings `pixels` consecutive output pixels (w fastest, then h,
 // then n) x `channels` channels of one filter tap (channels x the element size = 128 bytes),

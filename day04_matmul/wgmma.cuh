@@ -182,8 +182,7 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
 // The same descriptor with no swizzle (layout type 0 in bits 62-63): the operand is built of core
 // matrices of 8 rows x 16 bytes, each 128 contiguous bytes (row i at +16 i). For a K-major operand
 // LBO is the distance between two core matrices along k, SBO the distance between two along M (or
-// N). No row has to lie at a fixed place in a 1024-byte pattern, so a matrix may start at any
-// 16-byte boundary: day08's v12 points A at a shifted window of a halo tile, one tap at a time.
+// N). day08's v12 keeps its resident filters in this layout, one 8-channel chunk per LBO.
 __device__ __forceinline__ uint64_t make_desc_no_swizzle(const void* p, uint32_t lbo,
                                                          uint32_t sbo) {
   uint64_t d = 0;

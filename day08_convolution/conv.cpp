@@ -254,7 +254,8 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            gpu100::ArchNeed::kSm90a, "", v11_f32_nhwc},
           {"v12_halo_wgmma_bf16_nhwc",
            "v10 for 3x3 layers of C, K <= 64: filters resident in shared memory, one TMA halo per "
-           "8x8 tile read in place by the 9 taps (no-swizzle descriptors), 3 consumer warpgroups",
+           "8x8 tile read in place by the 9 taps (shifted swizzled descriptors), 3 consumer "
+           "warpgroups",
            P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v12_bf16_nhwc, false, v12_refusal, 1,
            gpu100::ArchNeed::kSm90a},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that

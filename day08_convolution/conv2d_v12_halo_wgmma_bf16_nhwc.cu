@@ -9,32 +9,37 @@
 //    the SM's issue slots 45% busy; results/h100/profiles.txt).
 //  - here a block loads all 9 x 64 x 64 filters into shared memory once (72 KB) and keeps them
 //    for every tile it takes. A warpgroup's tile is 8 x 8 output pixels (wgmma's M = 64) x 64
-//    filters; its input is the 10 x 10 pixel halo around them, brought by the TMA engine in 8
-//    copies of 8 channels each (day04's make_tma_map_nhwc_8ch), zero-filled past the image's
-//    edges: 12.5 KB instead of v10's 9 x 8 KB per 64 pixels.
-//  - the trick that lets the tensor core read the halo in place: with no swizzle, a wgmma operand
-//    is built of 8-row x 16-byte core matrices, each 128 contiguous bytes, at two strides: LBO
-//    between core matrices along k, SBO between groups of 8 rows (day04's make_desc_no_swizzle).
-//    The halo is stored [8-channel chunk][10 rows][10 columns][8 channels], so the 8 pixels of
-//    one output row under tap (r, s) are 8 consecutive halo pixels: one core matrix, starting
-//    ((row + r) x 10 + s) x 16 bytes into the chunk. The next output row is 10 pixels (SBO = 160
-//    bytes) further, the next 8 channels one chunk (LBO) further. So the 9 taps are 9 descriptors
-//    into the same tile: 36 wgmma m64n64k16 per tile, with no copy and no barrier in between.
+//    filters; its input is the 10 x 10 pixel halo around them, brought by one TMA copy of whole
+//    128-byte pixels (64 channels), zero-filled past the image's edges and past C: 12.5 KB
+//    instead of v10's 9 x 8 KB per 64 pixels.
+//  - the trick that lets the tensor core read the halo in place: the halo is stored as rows of
+//    128 bytes (one pixel each) in the 128-byte swizzle, [10 rows][10 columns][64 channels], so
+//    the 8 pixels of one output row under tap (r, s) are 8 consecutive rows of it, starting
+//    (row + r) x 10 + s rows in. The next output row is 10 pixels (SBO = 1280 bytes) further. The
+//    swizzle is a function of the shared-memory address, so the tensor core finds each row's
+//    chunks wherever the matrix starts, and the 9 taps are 9 descriptors into the same tile: 36
+//    wgmma m64n64k16 per tile, with no copy and no barrier in between.
 //  - three consumer warpgroups per block, each working on its own tiles from its own two halo
 //    stages: while one stores its outputs, the others keep the tensor cores busy. A one-warp
 //    producer fills the stages of all three.
+//  - the fused form's bf16 NPQK outputs leave through shared memory: the sums go in by the
+//    accumulator layout and come out as 8 channels of one pixel per thread, so a warp reads the
+//    residual and writes the outputs in whole 128-byte rows instead of 16-byte pieces.
+// Measured (H100, N = 32, C = K = 64 at 104 x 136, results/h100/profiles.txt): an earlier form
+// brought the halo in 8 copies of 8 channels (16 bytes of every 128-byte pixel a copy, a core
+// matrix per output row in the no-swizzle layout), which left L2 at 83% of its peak with the SM
+// 34% busy: 0.1075 ms. The whole-pixel copy takes it to 0.082 ms. In the network's l1 layers
+// (the fused form with residual and ReLU) the staged outputs took the layer from 1.16 to 0.76 ms
+// and the whole-pixel copy to 0.73 ms.
 // Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple of
 // 8, K <= 64 (channels and filters past them are zeros in shared memory, so smaller layers do the
 // work of C = K = 64); tiles of 8 x 8 pixels compute the outputs past the image's last row and
-// column too (none at 104 x 136, a tenth at 52 x 68); 16-byte aligned x and w.
-// What limits it (Nsight Compute at the network's l1, N = 32: results/h100/profiles.txt): L2, at
-// 83% of its peak, with DRAM at 46% and the SM 34% busy (shared memory its busiest pipe). A trial
-// with a cp.async producer warpgroup (whole 128-byte lines of x per warp), two accumulator sets so
-// one tile's multiplies overlap the last one's stores, and 16-byte stores was no faster (L2 at
-// 84%), so the simpler kernel stays. (Ideas: the no-swizzle canonical layout of the PTX ISA's wgmma
-// matrix descriptors; keeping a small layer's filters resident and reading the halo in place, as
-// direct convolutions on shared memory do (v2, the PMPP book's tiled convolution), here fed to the
-// tensor cores.)
+// column too (none at 104 x 136, a tenth at 52 x 68); 16-byte aligned x and w; the staged outputs
+// need K % 8 == 0 and 16-byte aligned y and residual (otherwise each thread stores its register
+// pairs). (Ideas: the canonical layouts of the PTX ISA's wgmma matrix descriptors; keeping a small
+// layer's filters resident and reading the halo in place, as direct convolutions on shared memory
+// do (v2, the PMPP book's tiled convolution), here fed to the tensor cores; staging the epilogue
+// through shared memory, as CUTLASS's epilogues do.)
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -69,21 +74,27 @@ struct Tiling {
   static constexpr int kR = 3, kS = 3, kTaps = kR * kS;
   static constexpr int kTH = 8, kTW = 8;  // a warpgroup's tile: 8 x 8 output pixels (M = 64)
   static constexpr int kHH = kTH + kR - 1, kHW = kTW + kS - 1;  // its 10 x 10 input pixels
-  static constexpr int kChunks = 8;                             // 8 channels each: C <= 64
-  static constexpr int kBN = 64;                                // filters (wgmma's N)
+  static constexpr int kChunks = 8;  // the filters' chunks of 8 channels: C <= 64
+  static constexpr int kBN = 64;     // filters (wgmma's N)
   static constexpr int kConsumerWGs = 3, kStages = 2;
   static constexpr int kThreads = 128 * kConsumerWGs + 32;  // + the producer warp
-  // One 8-channel copy of the halo: [10][10][16 bytes]; chunks start at 128-byte boundaries.
-  static constexpr int kCopyBytes = kHH * kHW * 16;
-  static constexpr int kChunkBytes = (kCopyBytes + 127) / 128 * 128;
-  static constexpr int kStageBytes = kChunks * kChunkBytes;
+  // One halo: [10 rows][10 columns][64 channels = 128 bytes] in the 128-byte swizzle, one copy;
+  // a stage starts at a 1024-byte boundary (the swizzle's period).
+  static constexpr int kHaloBytes = kHH * kHW * 128;
+  static constexpr int kStageBytes = (kHaloBytes + 1023) / 1024 * 1024;
   // The filters: [tap][chunk][64 filters][8 channels].
   static constexpr int kFilterChunkBytes = kBN * 16;
   static constexpr int kTapBytes = kChunks * kFilterChunkBytes;
   static constexpr int kFilterBytes = kTaps * kTapBytes;
   static constexpr int kRings = kConsumerWGs * kStages;
-  static constexpr size_t kSmemBytes =
-      size_t(kFilterBytes) + size_t(kRings) * kStageBytes + 2 * kRings * sizeof(uint64_t) + 128;
+  // A warpgroup's outputs on their way to global memory: 64 pixels x 64 fp32 sums, rows padded to
+  // 72 floats (conflict-free float2 writes from the accumulator layout).
+  static constexpr int kOutPitch = 72;
+  static constexpr int kOutBytes = 64 * kOutPitch * 4;
+  static constexpr size_t kSmemBytes = size_t(kFilterBytes) + size_t(kRings) * kStageBytes +
+                                       size_t(kConsumerWGs) * kOutBytes +
+                                       2 * kRings * sizeof(uint64_t) + 1024;
+  static_assert(kFilterBytes % 1024 == 0, "the halo stages start at 1024-byte boundaries");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
   static_assert(kTH * kTW == 64, "one wgmma M = 64 per warpgroup");
 };
@@ -91,9 +102,10 @@ using T = Tiling;
 
 struct Params {
   int c, k, pad, p, q, tiles_p, tiles_q, tiles;
+  bool staged;  // NPQK outputs through shared memory, 16 bytes a thread (K % 8 == 0, aligned)
 };
 
-// x's 8-channel halo maps, one per convolution of the group.
+// x's halo maps, one per convolution of the group.
 struct Maps {
   CUtensorMap x0, x1;
 };
@@ -119,16 +131,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace day04::wgmma;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* const filters = smem_raw + ((128 - (smem_addr(smem_raw) & 127)) & 127);
+  uint8_t* const filters = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* const halos = filters + T::kFilterBytes;  // [warpgroup][stage]
-  uint64_t* const full = reinterpret_cast<uint64_t*>(halos + T::kRings * T::kStageBytes);
+  float* const outs = reinterpret_cast<float*>(halos + T::kRings * T::kStageBytes);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(halos + T::kRings * T::kStageBytes +
+                                                     T::kConsumerWGs * T::kOutBytes);
   uint64_t* const empty = full + T::kRings;
   const auto tile_of = [&](int wg, int round) {
     return int(blockIdx.x) + int(gridDim.x) * (wg + T::kConsumerWGs * round);
   };
   if (threadIdx.x == 0) {
     for (int i = 0; i < T::kRings; ++i) {
-      mbar_init(&full[i], 1);   // the producer's expect_tx arrival, and the copies' bytes
+      mbar_init(&full[i], 1);   // the producer's expect_tx arrival, and the copy's bytes
       mbar_init(&empty[i], 4);  // the 4 warps of the stage's warpgroup
     }
     mbar_fence_init();
@@ -136,7 +150,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   __syncthreads();  // the last block-wide barrier
 
   if (threadIdx.x >= 128 * T::kConsumerWGs) {
-    // ---- producer warp: one thread brings each tile's halo, 8 copies of 8 channels ----
+    // ---- producer warp: one thread brings each tile's halo ----
     if (threadIdx.x != 128 * T::kConsumerWGs) return;
     const CUtensorMap* map = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
     for (int round = 0;; ++round) {
@@ -147,16 +161,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const int st = round % T::kStages, ring = wg * T::kStages + st;
         // The stage held this warpgroup's tile of round - kStages: wait until it is done with it.
         if (round >= T::kStages) mbar_wait(&empty[ring], (round / T::kStages - 1) & 1);
-        mbar_expect_tx(&full[ring], T::kChunks * T::kCopyBytes);
         const TilePos tp = tile_pos(a, t);
         uint8_t* dst = halos + ring * T::kStageBytes;
-        // Rows p0 - pad .. p0 - pad + 9 and columns q0 - pad .. of image n (zeros outside it);
-        // channels past C are zeros too.
-#pragma unroll
-        for (int j = 0; j < T::kChunks; ++j) {
-          tma_load_4d(dst + j * T::kChunkBytes, map, 8 * j, tp.q0 - a.pad, tp.p0 - a.pad, tp.n,
-                      &full[ring]);
-        }
+        // Rows p0 - pad .. p0 - pad + 9 and columns q0 - pad .. of image n, all 64 channels
+        // (zeros outside the image and past C).
+        mbar_expect_tx(&full[ring], T::kHaloBytes);
+        tma_load_4d(dst, map, 0, tp.q0 - a.pad, tp.p0 - a.pad, tp.n, &full[ring]);
       }
     }
     return;
@@ -180,6 +190,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   fence_proxy_async_smem();
   asm volatile("bar.sync 1, %0;\n" ::"n"(128 * T::kConsumerWGs) : "memory");
 
+  // The staged epilogue: this thread's 8 channels (8 c8 .. 8 c8 + 7) and their biases.
+  float* const out = outs + wg * (T::kOutBytes / 4);
+  const int c8 = tid % 8;
+  float bias8[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    bias8[i] = op.bias != nullptr && 8 * c8 + i < a.k ? op.bias[8 * c8 + i] : 0.f;
+  }
+
   const uint64_t desc_b = make_desc_no_swizzle(filters, T::kFilterChunkBytes, 128);
   const int pq = a.p * a.q;
   for (int round = 0;; ++round) {
@@ -187,21 +206,24 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if (t >= a.tiles) break;
     const int st = round % T::kStages, ring = wg * T::kStages + st;
     mbar_wait(&full[ring], (round / T::kStages) & 1);  // the halo has landed
-    const uint64_t desc_a =
-        make_desc_no_swizzle(halos + ring * T::kStageBytes, T::kChunkBytes, T::kHW * 16);
+    uint8_t* const halo = halos + ring * T::kStageBytes;
     float d[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) d[i] = 0.f;
     fence();
-    // 9 taps x 4 k-steps of 16 channels. A for tap (r, s): output row g's 8 pixels are halo row
-    // g + r, columns s .. s + 7; descriptors count 16-byte units.
+    // 9 taps x 4 k-steps of 16 channels. A for tap (r, s): output row g's 8 pixels are halo
+    // pixels (g + r) x 10 + s .. + 7, 128 bytes each, so the tap's matrix starts r x 10 + s rows
+    // into the halo, its 8-row groups 10 rows (1280 bytes) apart, and a k-step is 32 bytes
+    // further along the rows. The swizzle is a function of the address (bits 4-6 XOR bits 7-9,
+    // the pattern the TMA wrote from the 1024-byte boundary), so a matrix may start at any row.
+    const uint64_t desc_a = make_desc(halo, 16, T::kHW * 128);
 #pragma unroll
     for (int r = 0; r < T::kR; ++r)
 #pragma unroll
       for (int s = 0; s < T::kS; ++s)
 #pragma unroll
         for (int kk = 0; kk < T::kChunks / 2; ++kk) {
-          const int a_off = (r * T::kHW + s) * 16 + 2 * kk * T::kChunkBytes;
+          const int a_off = (r * T::kHW + s) * 128 + kk * 32;
           const int b_off = (r * T::kS + s) * T::kTapBytes + 2 * kk * T::kFilterChunkBytes;
           wgmma_m64n64k16_bf16_ss(d, desc_a + (a_off >> 4), desc_b + (b_off >> 4), 1);
         }
@@ -213,6 +235,43 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // ---- epilogue: d[4 j + 2 h + e] is row 16 w4 + gq + 8 h of the tile (output row 2 w4 + h,
     // column gq), filter 8 j + 2 tq + e ----
     const TilePos tp = tile_pos(a, t);
+    if constexpr (kNpqk) {
+      if (a.staged) {
+        // Through shared memory: the sums go in by the accumulator layout, come out 8 channels
+        // of one pixel per thread, so a warp reads its residual and writes its outputs in whole
+        // 128-byte rows (4 pixels) instead of 16-byte pieces of 8.
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");  // the last tile's reads
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < T::kBN / 8; ++j) {
+            *reinterpret_cast<float2*>(out + (16 * w4 + gq + 8 * h) * T::kOutPitch + 8 * j +
+                                       2 * tq) =
+                make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+          }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+        if (8 * c8 < a.k) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int px = (tid % 128) / 8 + 16 * i;  // the tile's pixel: row px / 8, column px % 8
+            const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
+            if (p >= a.p || q >= a.q) continue;
+            // The two halves in an order that spreads a quarter-warp over all 32 banks.
+            const float* src = out + px * T::kOutPitch + 8 * c8;
+            const int first = (c8 >> 2) & 1;
+            const float4 u = *reinterpret_cast<const float4*>(src + 4 * first);
+            const float4 w = *reinterpret_cast<const float4*>(src + 4 * (1 - first));
+            const float4 lo = first ? w : u, hi = first ? u : w;
+            float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] += bias8[e];
+            nhwc::store8(op, grp.relu, ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8,
+                         v);
+          }
+        }
+        continue;
+      }
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
@@ -246,6 +305,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #endif
 }
 
+// x [n][h][w][c] in boxes of 10 x 10 pixels x 64 channels (128 bytes a pixel, channels past C
+// zero-filled), in the 128-byte swizzle.
+CUtensorMap halo_map(const ConvShape& s, const bf16* x) {
+  const long long c = s.c, w = s.w, h = s.h;
+  return day04::make_tma_map_4d(x, {c, w, h, (long long)s.n}, {c, w * c, h * w * c},
+                                {T::kBN, T::kHW, T::kHH, 1});
+}
+
 template <class Y, bool kNpqk>
 void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
   Params a;
@@ -257,14 +324,18 @@ void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stre
     throw std::invalid_argument(std::string(kName) + ": more output tiles than a grid holds");
   }
   a.tiles = int(tiles);
+  // 16-byte output rows need K % 8 == 0 and 16-byte aligned outputs and residuals.
+  a.staged = kNpqk && s.k % 8 == 0;
+  for (int i = 0; i < grp.count; ++i) {
+    a.staged = a.staged && gpu100::aligned16(grp.op[i].y) &&
+               (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
+  }
   constexpr auto kKernel = conv2d_v12_kernel<Y, kNpqk>;
   static const int resident = gpu100::resident_blocks(kKernel, T::kThreads, T::kSmemBytes);
   const int blocks = int(std::min<int64_t>(tiles, std::max(1, resident / grp.count)));
   Maps maps;
-  maps.x0 = day04::make_tma_map_nhwc_8ch(grp.op[0].x, s.n, s.h, s.w, s.c, T::kHW, T::kHH);
-  maps.x1 = grp.count > 1
-                ? day04::make_tma_map_nhwc_8ch(grp.op[1].x, s.n, s.h, s.w, s.c, T::kHW, T::kHH)
-                : maps.x0;
+  maps.x0 = halo_map(s, grp.op[0].x);
+  maps.x1 = grp.count > 1 ? halo_map(s, grp.op[1].x) : maps.x0;
   kKernel<<<dim3(unsigned(blocks), 1, unsigned(grp.count)), T::kThreads, T::kSmemBytes, stream>>>(
       a, grp, maps);
   CUDA_CHECK_LAST();

@@ -132,7 +132,8 @@ void conv2d_v11_tma_im2col_wgmma_tf32_nhwc(const ConvShape&, const float*, const
                                            const float*, float*, cudaStream_t);
 // v12: v10 for the layers whose filters fit in shared memory (sm_90a only): the 3x3 filters of
 // C <= 64 channels and K <= 64 filters loaded once per block, each 8 x 8 output tile's 10 x 10
-// input halo brought once by TMA and read in place by all 9 taps (no-swizzle wgmma descriptors).
+// input halo brought once by TMA (whole 128-byte pixels, 128-byte swizzle) and read in place by all
+// 9 taps (one wgmma descriptor per tap, starting at the tap's shifted row).
 // Needs 3x3, stride 1, dilation 1, C % 8 == 0, C <= 64, K <= 64 and 16-byte aligned x and w
 // (v12_refusal); fp32 NKPQ out.
 void conv2d_v12_halo_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,

@@ -150,7 +150,8 @@ __host__ __device__ inline SlabRange split_slabs(int num_slabs, int splits, int 
 // kAFromGenericProxy: A was written by cp.async (v9), which the wgmma reads through the async
 // proxy, so a proxy fence follows each wait; A brought by TMA (v10) is already in that proxy.
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias). kNpqk true: conv.hpp's fused layer
-// forms, NPQK out (bf16, or fp32 for v11) with bias, residual and ReLU.
+// forms, NPQK out (bf16, or fp32 for v11) with bias, residual and ReLU; bf16 16 bytes a lane
+// (nhwc::store_octet) where K % 8 == 0 and y and the residual are 16-byte aligned.
 template <class C, class Y, bool kAFromGenericProxy, bool kNpqk, bool kSplitK = false>
 __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
                                               const ConvOperands<typename C::T, Y>& op, bool relu,
@@ -224,6 +225,28 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
 
     // ---- epilogue: d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
     // k0 + 8 j + 2 tq + e ----
+    if constexpr (kNpqk && std::is_same_v<Y, bf16>) {
+      // 16 bytes a lane where K % 8 == 0 and y and the residual are 16-byte aligned (uniform).
+      const bool octets = g.k % 8 == 0 && gpu100::aligned16(op.y) &&
+                          (op.residual == nullptr || gpu100::aligned16(op.residual));
+      if (octets) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
+#pragma unroll
+          for (int jj = 0; jj < kBN / 32; ++jj) {
+            float2 p[4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              p[t] = make_float2(d[4 * (4 * jj + t) + 2 * h], d[4 * (4 * jj + t) + 2 * h + 1]);
+            }
+            const int k = k0 + 32 * jj + 8 * tq;
+            nhwc::store_octet(op, relu, m < g.M && k < g.k, m, k, g.k, p, tq);
+          }
+        }
+        continue;
+      }
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;

@@ -21,7 +21,7 @@ constexpr __host__ __device__ T round_up(T a, T b) {
 // True when p is 16-byte aligned, so it may be read or written as float4 / uint4, or copied by
 // a 16-byte cp.async or the TMA. cudaMalloc returns 256-byte-aligned memory, but the launchers
 // take any pointer (a + 1 is legal), and a 16-byte access through a misaligned pointer faults.
-inline bool aligned16(const void* p) {
+inline __host__ __device__ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
