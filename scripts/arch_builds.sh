@@ -58,6 +58,10 @@ for b in "${builds[@]}"; do
     dir="build-arch-$b"
     what="CMAKE_CUDA_ARCHITECTURES=$b"
     mkdir -p "$dir"
+    # The cuDNN frontend's headers, as the set-up build gets them, when no set-up build ran first.
+    if [ ! -e .whl/cudnn_frontend/include/cudnn_frontend.h ]; then
+      ./scripts/setup.sh --frontend-only >"$dir/setup.log" 2>&1 || true
+    fi
     ok=0
     { cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$b" &&
       cmake --build "$dir" -j "$jobs"; } >"$dir/build.log" 2>&1 && ok=1

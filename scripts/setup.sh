@@ -12,10 +12,11 @@
 #      .whl/ unless one is there already (a machine without network can be handed the .whl/
 #      folder). Without network it says in one line that day05's cudnn_sdpa row will be skipped,
 #      and the build goes on. --no-cudnn-frontend leaves the frontend out.
-#   4. Configures and builds the `release` preset into build/.
+#   4. Configures and builds the `release` preset into build/ (--frontend-only stops before this:
+#      scripts/arch_builds.sh uses it for builds into other folders).
 # The CUDA Toolkit (nvcc, cuBLAS, CUB) is a prerequisite: it is checked, never installed here.
-# Usage: scripts/setup.sh [--no-install] [--charts] [--no-cudnn-frontend] [--preset release|debug]
-#                         [extra cmake -D options...]
+# Usage: scripts/setup.sh [--no-install] [--charts] [--no-cudnn-frontend] [--frontend-only]
+#                         [--preset release|debug] [extra cmake -D options...]
 # (--cudnn-frontend, the former opt-in, is still accepted: the frontend is now fetched by default.)
 set -euo pipefail
 
@@ -24,6 +25,7 @@ preset=release
 install=1
 charts=0
 frontend=1
+frontend_only=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,8 +33,9 @@ while [ $# -gt 0 ]; do
     --charts) charts=1 ;;
     --cudnn-frontend) frontend=1 ;;
     --no-cudnn-frontend) frontend=0 ;;
+    --frontend-only) frontend_only=1 ;;
     --preset) preset="$2"; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) extra+=("$1") ;;
   esac
   shift
@@ -174,6 +177,8 @@ PY
     say "cuDNN frontend headers from $(basename "$wheel") in .whl/cudnn_frontend/include"
   fi
 fi
+
+[ "$frontend_only" -eq 1 ] && exit 0
 
 # --- 4. configure and build ------------------------------------------------------------------
 cmake --preset "$preset" "${extra[@]}"
