@@ -189,37 +189,45 @@ const AttentionVariant* find_variant(const std::string& name) {
 
 // ---- CPU reference ---------------------------------------------------------------------------
 
-double attention_row_cpu(const AttentionShape& s, const float* q, const float* k, const float* v,
-                         int64_t bh, int i, double* o, double* abs_o, double* lse) {
+double attention_probs_cpu(const AttentionShape& s, const float* q, const float* k, int64_t bh,
+                           int i, double* p) {
   const int d = s.d;
   const int keys = s.causal ? i + 1 : s.s;
   const size_t base = size_t(bh) * size_t(s.s) * size_t(d);
   const float* qi = q + base + size_t(i) * d;
   const double scale = 1.0 / std::sqrt(double(d));
-  std::vector<double> score(static_cast<size_t>(keys));
   double mx = -std::numeric_limits<double>::infinity();
   for (int j = 0; j < keys; ++j) {
     const float* kj = k + base + size_t(j) * d;
     double dot = 0;
     for (int e = 0; e < d; ++e) dot += double(qi[e]) * double(kj[e]);
-    score[j] = dot * scale;
-    mx = std::max(mx, score[j]);
+    p[j] = dot * scale;
+    mx = std::max(mx, p[j]);
   }
   double sum = 0;
   for (int j = 0; j < keys; ++j) {
-    score[j] = std::exp(score[j] - mx);
-    sum += score[j];
+    p[j] = std::exp(p[j] - mx);
+    sum += p[j];
   }
+  for (int j = 0; j < keys; ++j) p[j] /= sum;
+  return mx + std::log(sum);
+}
+
+double attention_row_cpu(const AttentionShape& s, const float* q, const float* k, const float* v,
+                         int64_t bh, int i, double* o, double* abs_o, double* lse) {
+  const int d = s.d;
+  const int keys = s.causal ? i + 1 : s.s;
+  const size_t base = size_t(bh) * size_t(s.s) * size_t(d);
+  std::vector<double> p(static_cast<size_t>(keys));
+  *lse = attention_probs_cpu(s, q, k, bh, i, p.data());
   for (int e = 0; e < d; ++e) o[e] = abs_o[e] = 0;
   for (int j = 0; j < keys; ++j) {
-    const double p = score[j] / sum;
     const float* vj = v + base + size_t(j) * d;
     for (int e = 0; e < d; ++e) {
-      o[e] += p * double(vj[e]);
-      abs_o[e] += p * std::fabs(double(vj[e]));
+      o[e] += p[j] * double(vj[e]);
+      abs_o[e] += p[j] * std::fabs(double(vj[e]));
     }
   }
-  *lse = mx + std::log(sum);
   return 4.0 * double(d) * double(keys);
 }
 

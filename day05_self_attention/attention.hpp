@@ -142,6 +142,11 @@ void add_learner_variant(const AttentionVariant& v);
 const AttentionVariant* find_variant(const std::string& name);  // nullptr when unknown
 
 // ---- CPU reference (double) ------------------------------------------------------------------
+// The probabilities of one query row (head bh = b * H + h, query i): p[j] = softmax over the
+// unmasked keys (j <= i when causal) of s_j = q_i . k_j / sqrt(D), written to p[0, keys). Returns
+// the row's log-sum-exp, log sum_j exp(s_j). The forward's and the backward's references share it.
+double attention_probs_cpu(const AttentionShape& s, const float* q, const float* k, int64_t bh,
+                           int i, double* p);
 // One query row (head bh = b * H + h, query i): o[d] = sum_j p_j v[j][d], abs_o[d] = sum_j p_j
 // |v[j][d]| (the scale the error is measured against), lse = log sum_j exp(s_j) over the unmasked
 // keys, s_j = q_i . k_j / sqrt(D). Returns the FLOPs it did (4 D per key).

@@ -4,7 +4,6 @@
 // rows as it goes, so no S x S matrix is ever held.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "attention_backward.hpp"
@@ -34,21 +33,7 @@ double attention_backward_head_cpu(const AttentionShape& s, const float* q, cons
     const float* qi = q + base + size_t(i) * d;
     const float* doi = dout + base + size_t(i) * d;
     // P_i = softmax(c q_i K^T) over the unmasked keys.
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int j = 0; j < keys; ++j) {
-      const float* kj = k + base + size_t(j) * d;
-      double dot = 0;
-      for (int e = 0; e < d; ++e) dot += double(qi[e]) * double(kj[e]);
-      p[j] = c * dot;
-      mx = std::max(mx, p[j]);
-    }
-    double sum = 0;
-    for (int j = 0; j < keys; ++j) {
-      p[j] = std::exp(p[j] - mx);
-      sum += p[j];
-    }
-    for (int j = 0; j < keys; ++j) p[j] /= sum;
-    r.lse[row_base + i] = mx + std::log(sum);
+    r.lse[row_base + i] = attention_probs_cpu(s, q, k, bh, i, p.data());
     // O_i = P_i V, then D_i = dO_i . O_i.
     double* oi = &r.o[base + size_t(i) * d];
     std::fill_n(oi, d, 0.0);

@@ -14,11 +14,6 @@
 using Catch::Approx;
 
 namespace {
-day05::AttentionShape shape(int b, int h, int s, int d, bool causal = false) {
-  day05::AttentionShape x;
-  x.b = b, x.h = h, x.s = s, x.d = d, x.causal = causal;
-  return x;
-}
 
 // The loss L = sum of dO o O, with O computed here in double by the textbook formula, written
 // apart from the reference so that a mistake in one is not repeated in the other. dL/dX is then
@@ -86,22 +81,22 @@ void check_against_finite_differences(const day05::AttentionShape& s, uint64_t s
 
 TEST_CASE("backward reference: dQ, dK and dV match finite differences of the loss", "[cpu]") {
   SECTION("one head, S = 5, D = 4") {
-    check_against_finite_differences(shape(1, 1, 5, 4), 11);
+    check_against_finite_differences(day05::AttentionShape{1, 1, 5, 4}, 11);
   }
   SECTION("causal") {
-    check_against_finite_differences(shape(1, 1, 5, 4, true), 12);
+    check_against_finite_differences(day05::AttentionShape{1, 1, 5, 4, true}, 12);
   }
   SECTION("two batches, two heads, odd S = 7, D = 6, causal") {
-    check_against_finite_differences(shape(2, 2, 7, 6, true), 13);
+    check_against_finite_differences(day05::AttentionShape{2, 2, 7, 6, true}, 13);
   }
   SECTION("S = 1") {
-    check_against_finite_differences(shape(1, 2, 1, 8), 14);
+    check_against_finite_differences(day05::AttentionShape{1, 2, 1, 8}, 14);
   }
 }
 
 TEST_CASE("backward reference: hand-worked cases", "[cpu]") {
   SECTION("S = 1: P = 1, so dV = dO and dQ = dK = 0") {
-    const auto s = shape(1, 1, 1, 4);
+    const auto s = day05::AttentionShape{1, 1, 1, 4};
     const std::vector<float> q = {0.5f, -1, 2, 0.25f}, k = {1, 1, -1, 0.5f}, v = {3, -2, 1, 4};
     const std::vector<float> dout = {0.1f, 0.2f, -0.3f, 0.4f};
     const auto r = day05::attention_backward_cpu(s, q, k, v, dout);
@@ -115,7 +110,7 @@ TEST_CASE("backward reference: hand-worked cases", "[cpu]") {
     CHECK(r.delta[0] == Approx(1.2));
   }
   SECTION("Q = 0: uniform attention, dV_j = the mean of dO over the rows") {
-    const auto s = shape(1, 1, 3, 2);
+    const auto s = day05::AttentionShape{1, 1, 3, 2};
     const std::vector<float> q(6, 0.0f), k = {1, 2, 3, 4, 5, 6}, v = {1, 0, 0, 1, 1, 1};
     const std::vector<float> dout = {1, 2, 3, 4, 5, 6};
     const auto r = day05::attention_backward_cpu(s, q, k, v, dout);
@@ -130,7 +125,7 @@ TEST_CASE("backward reference: hand-worked cases", "[cpu]") {
 }
 
 TEST_CASE("backward reference: the identities of the math", "[cpu]") {
-  const auto s = shape(2, 3, 37, 16);
+  const auto s = day05::AttentionShape{2, 3, 37, 16};
   const size_t n = static_cast<size_t>(s.elements());
   const auto q = gpu100::random_vector<float>(n, 21);
   const auto k = gpu100::random_vector<float>(n, 22);
@@ -196,19 +191,22 @@ TEST_CASE("backward reference: the identities of the math", "[cpu]") {
 }
 
 TEST_CASE("backward FLOPs: five GEMMs, 2.5x the forward's two", "[cpu]") {
-  const auto s = shape(8, 16, 2048, 128);
+  const auto s = day05::AttentionShape{8, 16, 2048, 128};
   CHECK(day05::attention_backward_flops(s) == 10.0 * 8 * 16 * 2048.0 * 2048.0 * 128);
   CHECK(day05::attention_backward_flops(s) == 2.5 * day05::attention_flops(s));
-  const auto c = shape(8, 16, 2048, 128, true);
+  const auto c = day05::AttentionShape{8, 16, 2048, 128, true};
   CHECK(day05::attention_backward_flops(c) == 0.5 * day05::attention_backward_flops(s));
 }
 
 TEST_CASE("backward reference: tensors of the wrong size and bad shapes are refused", "[cpu]") {
   const std::vector<float> four(4, 0.5f), three(3, 0.5f);
-  CHECK_THROWS_AS(day05::attention_backward_cpu(shape(1, 1, 2, 2), four, four, four, three),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(day05::attention_backward_cpu(shape(1, 1, 0, 2), four, four, four, four),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(day05::attention_backward_cpu(shape(1, 1, 1, 3), three, three, three, three),
-                  std::invalid_argument);  // D odd
+  CHECK_THROWS_AS(
+      day05::attention_backward_cpu(day05::AttentionShape{1, 1, 2, 2}, four, four, four, three),
+      std::invalid_argument);
+  CHECK_THROWS_AS(
+      day05::attention_backward_cpu(day05::AttentionShape{1, 1, 0, 2}, four, four, four, four),
+      std::invalid_argument);
+  CHECK_THROWS_AS(
+      day05::attention_backward_cpu(day05::AttentionShape{1, 1, 1, 3}, three, three, three, three),
+      std::invalid_argument);  // D odd
 }
