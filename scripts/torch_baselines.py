@@ -10,6 +10,12 @@ timed region except what the PyTorch call itself allocates):
   - sdpa_<backend>: torch.nn.functional.scaled_dot_product_attention in bf16, B 8, H 16, with
     the flash (FlashAttention-2) and cudnn backends forced, at day05's shapes, causal and not;
     TFLOP/s count 4 B H S^2 D, half of it when causal (as day05 does);
+  - sdpa_bwd_<backend>: the same call's backward alone (torch.autograd.grad of the output with a
+    fixed dO, the forward done once outside the timed region), at S 2048 D 64 and S 4096 / 8192
+    D 128, causal and not; TFLOP/s count the backward's five GEMMs, 10 B H S^2 D (2.5x the
+    forward's), half of it when causal;
+  - sdpa_step_<backend>: forward plus backward of one layer (B 8, H 16, S 2048, D 128, causal),
+    the training step of day05's attention; 14 B H S^2 D, half of it causal;
   - layernorm / rmsnorm: torch.nn.functional.layer_norm / rms_norm at day07's shapes, fp32 and
     bf16; GB/s count x read once and y written once;
   - cumsum / sum: torch.cumsum (CUB's scan) and torch.sum at 2^28 fp32, day06's size.
@@ -110,6 +116,46 @@ def main():
                 except RuntimeError as e:  # a backend this build or GPU lacks
                     cases.append({"case": label, "ms": None, "note": f"not run: {str(e)[:120]}"})
         del q, k, v
+
+    # Attention backward (day05), bf16, B 8, H 16: the gradients of Q, K and V from a fixed dO.
+    backends = (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION))
+    for s, d in [(2048, 64), (4096, 128), (8192, 128)]:
+        q, k, v = (torch.randn(8, 16, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        dout = torch.randn(8, 16, s, d, device=dev, dtype=torch.bfloat16)
+        for causal in (False, True):
+            flop = 10 * 8 * 16 * s * s * d * (0.5 if causal else 1.0)
+            for name, backend in backends:
+                label = f"sdpa_bwd_{name}_bf16_S{s}_D{d}" + ("_causal" if causal else "")
+                try:
+                    with sdpa_kernel([backend]):
+                        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                        ms, mn = time_ms(lambda: torch.autograd.grad(
+                            out, (q, k, v), dout, retain_graph=True), heavy=s >= 4096)
+                    add(label, ms, mn, gflop=flop / 1e9)
+                except RuntimeError as e:  # a backend this build or GPU lacks
+                    cases.append({"case": label, "ms": None, "note": f"not run: {str(e)[:120]}"})
+                out = None
+        del q, k, v, dout
+    # One layer's training step: forward and backward, B 8, H 16, S 2048, D 128, causal.
+    s, d = 2048, 128
+    q, k, v = (torch.randn(8, 16, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn(8, 16, s, d, device=dev, dtype=torch.bfloat16)
+    for name, backend in backends:
+        label = f"sdpa_step_{name}_bf16_S{s}_D{d}_causal"
+
+        def step():
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return torch.autograd.grad(out, (q, k, v), dout)
+
+        try:
+            with sdpa_kernel([backend]):
+                ms, mn = time_ms(step)
+            add(label, ms, mn, gflop=14 * 8 * 16 * s * s * d * 0.5 / 1e9)
+        except RuntimeError as e:
+            cases.append({"case": label, "ms": None, "note": f"not run: {str(e)[:120]}"})
+    del q, k, v, dout
 
     # Normalisation (day07).
     for rows, cols in [(32768, 4096), (65536, 768)]:
