@@ -210,3 +210,41 @@ TEST_CASE("backward reference: tensors of the wrong size and bad shapes are refu
       day05::attention_backward_cpu(day05::AttentionShape{1, 1, 1, 3}, three, three, three, three),
       std::invalid_argument);  // D odd
 }
+
+TEST_CASE("backward reference: one head writes every value of its own head, and nothing else",
+          "[cpu]") {
+  const auto s = day05::AttentionShape{2, 2, 13, 6, true};
+  const size_t n = static_cast<size_t>(s.elements());
+  const auto q = gpu100::random_vector<float>(n, 31);
+  const auto k = gpu100::random_vector<float>(n, 32);
+  const auto v = gpu100::random_vector<float>(n, 33);
+  const auto dout = gpu100::random_vector<float>(n, 34);
+  const auto all = day05::attention_backward_cpu(s, q, k, v, dout);
+  // Every output poisoned with NaN, then head 2 alone computed.
+  const double nan = std::nan("");
+  day05::BackwardReference r;
+  for (auto* t : {&r.dq, &r.dk, &r.dv, &r.abs_dq, &r.abs_dk, &r.abs_dv, &r.o}) t->assign(n, nan);
+  r.lse.assign(static_cast<size_t>(s.rows()), nan);
+  r.delta.assign(static_cast<size_t>(s.rows()), nan);
+  const int64_t head = 2;
+  day05::attention_backward_head_cpu(s, q.data(), k.data(), v.data(), dout.data(), head, r);
+  const size_t per_head = size_t(s.s) * s.d;
+  for (size_t e = 0; e < n; ++e) {
+    const bool mine = e / per_head == size_t(head);
+    const std::vector<double>* got[] = {&r.dq, &r.dk, &r.dv, &r.abs_dq, &r.abs_dk, &r.abs_dv, &r.o};
+    const std::vector<double>* want[] = {&all.dq,     &all.dk,     &all.dv, &all.abs_dq,
+                                         &all.abs_dk, &all.abs_dv, &all.o};
+    for (int t = 0; t < 7; ++t) {
+      if (mine) {
+        REQUIRE((*got[t])[e] == (*want[t])[e]);  // the same arithmetic: bit for bit
+      } else {
+        REQUIRE(std::isnan((*got[t])[e]));
+      }
+    }
+  }
+  for (int i = 0; i < s.s; ++i) {
+    CHECK(r.lse[head * s.s + i] == all.lse[head * s.s + i]);
+    CHECK(r.delta[head * s.s + i] == all.delta[head * s.s + i]);
+    CHECK(std::isnan(r.lse[i]));
+  }
+}
