@@ -4,36 +4,41 @@
 // (one pass), convolves it (day08's implicit GEMM, whose gather computes addresses for 3 or 1
 // channels per pixel), writes the 208 x 272 x 64 stem output, and reads it back in the pool: at
 // N = 32 the stem output alone is 232 MB per trunk, 4x the pooled tensor. Here a block computes
-// the stem outputs that a tile of pool windows covers, keeps them in shared memory, and writes
-// only the maxima: the traffic is the fp32 input read once (plus halos, mostly from L2) and the
-// pooled output written once.
+// the stem outputs that a tile of pool windows covers and writes only the maxima: the traffic is
+// the fp32 input read once (plus halos, mostly from L2) and the pooled output written once.
 //
-// A block, per tile of kPH x kPW pool outputs:
+// A block, per tile of kPH x kPW = 7 x 8 pool outputs, whose windows cover 15 x 17 stem outputs:
 //  1. It reads the input window the tile needs, (4 kPH + 7) x (4 kPW + 8) per channel, from fp32
 //     NCHW: a warp per window row, a lane per column, so a row's address is computed once, and the
 //     loads of several rows are in flight before their stores. (The window is unaligned and 1 or 3
 //     channels deep, which 16-byte copies cannot take.) It rounds the values to the MMA's type and
 //     parks them in shared memory, zeros outside the image (the convolution's padding).
-//  2. Implicit GEMM on mma.sync: M = the (2 kPH + 1) x (2 kPW + 1) stem outputs under the tile's
-//     windows (neighbouring tiles share one row and column of them, computed twice), N = 64
-//     channels, K = c x 7 x 8 taps (each filter row widened by a zero tap, so a bf16 pair of taps
-//     is one aligned 32-bit load). A warp takes two 16-row m-tiles and all 64 channels. Its A
+//  2. Implicit GEMM on mma.sync: M = the 255 stem outputs (and one spare row; neighbouring tiles
+//     share one row and column of them, computed twice), N = 64 channels, K = c x 7 x 8 taps (each
+//     filter row widened by a zero tap, so a bf16 pair of taps is one aligned 32-bit load). A warp
+//     takes two 16-row m-tiles and all 64 channels, its accumulators starting from the bias. Its A
 //     fragments come straight from the input window: element (m, k) of the im2col matrix is at
 //     base(m) + off(k), base(m) = 2 (oh W + ow) for stem output (oh, ow) of the tile and
 //     off(k) = (ci H + r) W + s. off is a compile-time constant per k step plus the lane's column,
 //     so the unrolled K loop has no address arithmetic. B fragments: ldmatrix from the filters,
 //     which stay in shared memory for all of the block's tiles.
-//  Then per pass over kNT of the 64 channels (one pass in bf16; two of 32 in tf32, as a stem
-//  output's 64 fp32 channels would not leave room for two blocks per SM):
-//  3. Epilogue: bias, ReLU, rounding, into a shared-memory tile of stem outputs (128-byte rows,
-//     16-byte chunks XOR-swizzled by the row so that both the fragment stores and the pool's
-//     16-byte reads are free of bank conflicts). Stem outputs outside the image are written as 0:
-//     after the ReLU every window's maximum is >= 0, so a 0 never changes it (the pool's padding;
-//     every window holds at least one real output).
-//  4. Pool: a thread takes 16 bytes of channels of one pool output, the maximum of the 9 stem
-//     outputs under its window, and stores them; 8 neighbouring threads write 128 contiguous bytes.
+//  3. The pool, mostly in registers. Which stem output a GEMM row holds is free (base(m) is
+//     computed once per thread), so the rows are placed where the pool wants them: in warp w < 7,
+//     the lanes of quad row g hold the 2 x 2 stem outputs (2w .. 2w + 1, 2g .. 2g + 1), the
+//     top-left corner of pool window (w, g), in their four accumulator rows (two m-tiles, two
+//     halves). Warp 7 holds the tile's last stem row and column, which only close windows. After
+//     ReLU each thread takes the maximum of its 2 x 2 block, and parks three partial maxima for its
+//     neighbours in shared memory: its left column (for the window to its left), its top row (for
+//     the window above) and its top-left output (for the window up and to the left). One barrier,
+//     three 32-byte reads, and a window's 9 outputs are reduced. Stem outputs outside the image
+//     count as 0: after the ReLU every window's maximum is >= 0, so a 0 never changes it (the
+//     pool's padding; every window holds at least one real output).
+//  4. The store: a thread holds 2 channels of each 8, so the 4 lanes of a quad exchange their
+//     pairs with shuffles and each stores whole 16-byte pieces of the pool output's row (bf16), or
+//     32-byte rows of 8 channels per quad (TF32's 8-byte pairs).
 // The blocks are persistent (as many as fit, each looping over tiles), so the filters and the bias
-// are read once per block.
+// are read once per block. In TF32 the epilogue runs twice, on 32 channels at a time, so that the
+// partial maxima take the same 32 bytes per lane in both precisions.
 //
 // Gathering a first layer's A fragments from a staged input window is the idea behind CUTLASS's
 // "few channels" and "fixed channels" convolution iterators; this code is written from that idea.
@@ -69,13 +74,13 @@ template <class T, int kC>
 struct StemConfig {
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or tf32 (float)");
   static constexpr bool kBf16 = std::is_same_v<T, bf16>;
-  // 7 x 8 pool outputs per tile: their windows cover 15 x 17 = 255 stem outputs, 16 m-tiles of
-  // 16 rows with one row to spare (1.14x the 224 the tile keeps).
+  // 7 x 8 pool outputs per tile: their windows cover 15 x 17 = 255 stem outputs. Warp w < kPH
+  // holds the 2 x 2 blocks of pool row w (quad row g: pool column g), warp kPH the last stem row
+  // and column: 8 warps of 32 GEMM rows, 256 rows for 255 outputs.
   static constexpr int kPH = 7, kPW = 8;
   static constexpr int kCH = 2 * kPH + 1, kCW = 2 * kPW + 1;
   static constexpr int kM = kCH * kCW;
-  static constexpr int kMTiles = (kM + 15) / 16;
-  static constexpr int kWarps = kMTiles / 2;  // two m-tiles each
+  static constexpr int kWarps = kPH + 1;
   static constexpr int kThreads = 32 * kWarps;
   // Blocks per SM the registers must allow (two: 128 registers a thread). The K loop, fully
   // unrolled, would otherwise hoist every load.
@@ -84,9 +89,8 @@ struct StemConfig {
   // 2 ow .. 2 ow + 7 of it.
   static constexpr int kTH = 2 * (kCH - 1) + kR, kTW = 2 * (kCW - 1) + kTaps;
   static constexpr int kKStep = kBf16 ? 16 : 8;  // m16n8k16 (bf16), m16n8k8 (tf32)
-  // The GEMM covers all 64 channels (8 n-tiles per A fragment); the epilogue and the pool take
-  // kNT of them per pass: all in bf16, 32 twice in tf32 (a stem output's 64 fp32 channels would
-  // not leave room for two blocks per SM).
+  // The GEMM covers all 64 channels (8 n-tiles per A fragment); the epilogue takes kNT of them per
+  // pass: all in bf16, 32 twice in tf32, so that a lane's partial maxima are 32 bytes in both.
   static constexpr int kNTiles = kStemK / 8;
   static constexpr int kNT = kBf16 ? 64 : 32;
   static constexpr int kPasses = kStemK / kNT;
@@ -95,19 +99,27 @@ struct StemConfig {
   static constexpr int kKSteps = kKP / kKStep;
   static constexpr int kWLd = kKP + 16 / int(sizeof(T));  // an odd number of 16-byte units:
                                                           // ldmatrix's 8 rows hit 8 bank groups
+  // The partial maxima: three arrays (left column, top row, top-left output) of (kPH + 1) x
+  // (kPW + 1) window positions, each 4 lanes x 32 bytes, plus 16 bytes so that the 8 lanes of a
+  // 16-byte access phase (two positions, four lanes each) fall on 8 different bank groups.
+  static constexpr int kLaneBytes = 32;
+  static constexpr int kPosBytes = 4 * kLaneBytes + 16;
+  static constexpr int kPos = (kPH + 1) * (kPW + 1);
   static constexpr int kInElems = kC * kTH * kTW;
   static constexpr size_t kInBytes = size_t(kInElems) * sizeof(T);
   static constexpr size_t kWBytes = size_t(kStemK) * kWLd * sizeof(T);
-  static constexpr size_t kOutBytes = size_t(kM) * kNT * sizeof(T);
+  static constexpr size_t kPartBytes = size_t(3) * kPos * kPosBytes;
   static constexpr size_t kBiasBytes = kStemK * sizeof(float);
-  static constexpr size_t kSmemBytes = kInBytes + kWBytes + kOutBytes + kBiasBytes;
+  static constexpr size_t kSmemBytes = kInBytes + kWBytes + kPartBytes + kBiasBytes;
   // The input window's rows (channel, row) per warp, loaded in batches of kBatchRows.
   static constexpr int kWarpRows = (kC * kTH + kWarps - 1) / kWarps;
   static constexpr int kBatchRows = kWarpRows > 7 ? (kWarpRows + 1) / 2 : kWarpRows;
-  static_assert(kMTiles % 2 == 0, "two m-tiles per warp");
+  static_assert(kPW == 8, "a quad row (8 of them in a warp) per pool column");
+  static_assert(kPW + kPH + 1 <= 16, "warp kPH's 16 pairs of rows take the last row and column");
+  static_assert(32 * kWarps >= kM, "every stem output of the tile has a GEMM row");
+  static_assert(kNT / 8 * 2 * int(sizeof(T)) == kLaneBytes, "a lane's pairs of a pass: 32 bytes");
   static_assert(kSmemBytes <= 99 * 1024, "fits the 99 KiB of a block on sm_86 and sm_89");
-  static_assert(kNT * sizeof(T) == 128, "a stem output's channels are one 128-byte row");
-  static_assert(kInBytes % 16 == 0 && kWBytes % 16 == 0 && kOutBytes % 16 == 0,
+  static_assert(kInBytes % 16 == 0 && kWBytes % 16 == 0 && kPartBytes % 16 == 0,
                 "16-byte aligned parts");
   static_assert(kTW <= 64, "two loads per lane cover a window row");
   static_assert((kKP * sizeof(T) / 16) % 2 == 0, "kWLd's padding makes the row stride odd");
@@ -121,6 +133,20 @@ struct StemConfig {
   // lane's column (2t in bf16, t in tf32), which base() holds.
   static constexpr __host__ __device__ int off(int ks, int h) {
     return kBf16 ? row_off(2 * ks + h) : row_off(ks) + 4 * h;
+  }
+  // The tile's stem output (row r, column c) in accumulator row (mi, hf) of quad row g of warp w:
+  // warps < kPH the 2 x 2 block at (2w, 2g); warp kPH the last row in m-tile 0 (columns 2g, 2g + 1)
+  // and the last column in m-tile 1 (rows 2g, 2g + 1), its quad row kPH the corner (twice).
+  static constexpr __host__ __device__ void place(int w, int g, int mi, int hf, int& r, int& c) {
+    if (w < kPH) {
+      r = 2 * w + mi, c = 2 * g + hf;
+    } else if (mi == 0) {
+      r = kCH - 1, c = 2 * g + hf;
+    } else if (g < kPH) {
+      r = 2 * g + hf, c = kCW - 1;
+    } else {
+      r = kCH - 1, c = kCW - 1;
+    }
   }
 };
 
@@ -144,38 +170,65 @@ __device__ __forceinline__ float from_float<float>(float v) {
   return __uint_as_float(mma::to_tf32(__float_as_uint(v)) & ~0x1FFFu);
 }
 
-// Two channels of one stem output into the swizzled tile: bf16 pairs are 4 bytes, fp32 pairs 8.
+// A lane's 32 bytes of one pass: its channel pairs, packed in the output type. In bf16 word jl is
+// the pair of n-tile jl (8 of them); in tf32 words 2 jl and 2 jl + 1 (4 n-tiles a pass).
+struct Pairs {
+  uint32_t w[8];
+};
 template <class T>
-__device__ __forceinline__ void store_pair(T* row, int m, int col, float v0, float v1) {
-  constexpr int kPerChunk = 16 / int(sizeof(T));
-  char* chunk = reinterpret_cast<char*>(row) + ((col / kPerChunk) ^ (m & 7)) * 16;
+__device__ __forceinline__ void put(Pairs& p, int jl, float v0, float v1) {
   if constexpr (std::is_same_v<T, bf16>) {
-    *reinterpret_cast<__nv_bfloat162*>(chunk + (col % kPerChunk) * 2) =
-        __floats2bfloat162_rn(v0, v1);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
+    p.w[jl] = *reinterpret_cast<const uint32_t*>(&b);
   } else {
-    *reinterpret_cast<float2*>(chunk + (col % kPerChunk) * 4) =
-        make_float2(from_float<float>(v0), from_float<float>(v1));
+    p.w[2 * jl] = __float_as_uint(from_float<float>(v0));
+    p.w[2 * jl + 1] = __float_as_uint(from_float<float>(v1));
   }
 }
-
-// The elementwise maximum of two 16-byte chunks of channels.
+// The elementwise maximum, in place: max and rounding commute, so the maxima of rounded values are
+// the rounded maxima.
 template <class T>
-__device__ __forceinline__ uint4 max16(uint4 a, uint4 b) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    uint32_t* pa = &a.x;
-    const uint32_t* pb = &b.x;
+__device__ __forceinline__ void max_into(Pairs& a, const Pairs& b) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      __nv_bfloat162 m = __hmax2(*reinterpret_cast<const __nv_bfloat162*>(pa + i),
-                                 *reinterpret_cast<const __nv_bfloat162*>(pb + i));
-      pa[i] = *reinterpret_cast<uint32_t*>(&m);
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      const __nv_bfloat162 m = __hmax2(*reinterpret_cast<const __nv_bfloat162*>(&a.w[i]),
+                                       *reinterpret_cast<const __nv_bfloat162*>(&b.w[i]));
+      a.w[i] = *reinterpret_cast<const uint32_t*>(&m);
+    } else {
+      a.w[i] = __float_as_uint(fmaxf(__uint_as_float(a.w[i]), __uint_as_float(b.w[i])));
     }
-    return a;
+  }
+}
+__device__ __forceinline__ void park(unsigned char* slot, const Pairs& p) {
+  reinterpret_cast<uint4*>(slot)[0] = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
+  reinterpret_cast<uint4*>(slot)[1] = make_uint4(p.w[4], p.w[5], p.w[6], p.w[7]);
+}
+__device__ __forceinline__ Pairs fetch(const unsigned char* slot) {
+  const uint4 a = reinterpret_cast<const uint4*>(slot)[0];
+  const uint4 b = reinterpret_cast<const uint4*>(slot)[1];
+  return Pairs{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+}
+
+// The 4 x 4 transpose of words across a quad (lane t holds x[0..3]; after it x[u] is lane u's
+// former x[t]) in two butterfly steps of two shuffles, with selects rather than indices that
+// depend on the lane (those would put x in local memory). Step 1 swaps, between lanes t and t ^ 1,
+// the words whose index differs from t in bit 0; step 2 does the same for bit 1 with t ^ 2.
+__device__ __forceinline__ void transpose4(uint32_t (&x)[4], int t) {
+  const bool b0 = t & 1, b1 = t & 2;
+  uint32_t r0 = __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
+  uint32_t r1 = __shfl_xor_sync(0xffffffffu, b0 ? x[2] : x[3], 1);
+  if (b0) {
+    x[0] = r0, x[2] = r1;
   } else {
-    return make_uint4(__float_as_uint(fmaxf(__uint_as_float(a.x), __uint_as_float(b.x))),
-                      __float_as_uint(fmaxf(__uint_as_float(a.y), __uint_as_float(b.y))),
-                      __float_as_uint(fmaxf(__uint_as_float(a.z), __uint_as_float(b.z))),
-                      __float_as_uint(fmaxf(__uint_as_float(a.w), __uint_as_float(b.w))));
+    x[1] = r0, x[3] = r1;
+  }
+  r0 = __shfl_xor_sync(0xffffffffu, b1 ? x[0] : x[2], 2);
+  r1 = __shfl_xor_sync(0xffffffffu, b1 ? x[1] : x[3], 2);
+  if (b1) {
+    x[0] = r0, x[1] = r1;
+  } else {
+    x[2] = r0, x[3] = r1;
   }
 }
 
@@ -198,7 +251,7 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
   extern __shared__ __align__(16) unsigned char smem[];
   T* in_s = reinterpret_cast<T*>(smem);
   T* w_s = reinterpret_cast<T*>(smem + C::kInBytes);
-  T* out_s = reinterpret_cast<T*>(smem + C::kInBytes + C::kWBytes);
+  unsigned char* part_s = smem + C::kInBytes + C::kWBytes;
   float* bias_s = reinterpret_cast<float*>(smem + C::kSmemBytes - C::kBiasBytes);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
@@ -215,15 +268,15 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
   const int mat = lane / 8;
   const T* w_lane = w_s + (8 * (mat >> 1) + (lane & 7)) * C::kWLd + (mat & 1) * (C::kKStep / 2);
   const uint32_t in_addr = mma::smem_addr(in_s);
-  // This warp's rows: m-tiles 2 warp and 2 warp + 1; per m-tile the lane's rows g and g + 8.
+  // This thread's four accumulator rows: m-tile mi, half hf (rows g and g + 8).
   int base[2][2];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      const int m = 32 * warp + 16 * mi + lane / 4 + 8 * hf;
-      const int r = m / C::kCW, c = m % C::kCW;
-      base[mi][hf] = (m < C::kM ? 2 * (r * C::kTW + c) : 0) + (C::kBf16 ? 2 : 1) * (lane % 4);
+      int r = 0, c = 0;
+      C::place(warp, lane / 4, mi, hf, r, c);
+      base[mi][hf] = 2 * (r * C::kTW + c) + (C::kBf16 ? 2 : 1) * (lane % 4);
     }
   }
 
@@ -233,14 +286,14 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
     const int p0 = tp * C::kPH, q0 = tq * C::kPW;  // the tile's first pool output
     const int oh0 = 2 * p0 - 1, ow0 = 2 * q0 - 1;  // its first stem output
     const int ih0 = 2 * oh0 - 3, iw0 = 2 * ow0 - 3;
-    // The copy, epilogue and pool indices depend on the thread only. An opaque copy of its index
-    // keeps the compiler from computing them once for all tiles and holding them in (spilled)
-    // registers through the GEMM.
+    // The copy and epilogue indices depend on the thread only. An opaque copy of its index keeps
+    // the compiler from computing them once for all tiles and holding them in (spilled) registers
+    // through the GEMM.
     int me = tid;
     asm volatile("" : "+r"(me));
     const int me_warp = me / 32, me_lane = me % 32;
 
-    __syncthreads();  // the previous tile's GEMM is done with in_s
+    __syncthreads();  // the previous tile's GEMM is done with in_s, its pool with part_s
     // 1. The input window: warp w takes rows w, w + kWarps, .. of the kC x kTH rows, its lanes
     //    columns lane and lane + 32; a batch of rows' loads is issued before its stores.
     {
@@ -273,12 +326,14 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
     }
     __syncthreads();
 
-    // 2. The GEMM: acc[m-tile][n-tile] over the kKSteps k steps, all 64 channels.
+    // 2. The GEMM: acc[m-tile][n-tile] over the kKSteps k steps, all 64 channels, starting from
+    //    the bias (channels 8 j + 2 t and + 1 in the fragment's columns).
     float acc[2][C::kNTiles][4];
 #pragma unroll
-    for (auto& am : acc) {
+    for (int j = 0; j < C::kNTiles; ++j) {
+      const float2 b = *reinterpret_cast<const float2*>(bias_s + 8 * j + 2 * (lane % 4));
 #pragma unroll
-      for (auto& an : am) an[0] = an[1] = an[2] = an[3] = 0.f;
+      for (auto& am : acc) am[j][0] = am[j][2] = b.x, am[j][1] = am[j][3] = b.y;
     }
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
@@ -306,61 +361,108 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
       }
     }
 
+    // 3. ReLU (0 outside the stem's output), this thread's partial maxima, the pool.
+    const int g = me_lane / 4, t = me_lane % 4;
+    bool inside[2][2];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        int r = 0, c = 0;
+        C::place(me_warp, g, mi, hf, r, c);
+        const int oh = oh0 + r, ow = ow0 + c;
+        inside[mi][hf] = oh >= 0 && oh < a.oh && ow >= 0 && ow < a.ow;
+      }
+    }
+    // Window position (wp, wq)'s slot of lane t in part_s array k (0: left column, 1: top row,
+    // 2: top-left output).
+    auto slot = [&](int k, int wp, int wq) {
+      return part_s + (k * C::kPos + wp * (C::kPW + 1) + wq) * C::kPosBytes + t * C::kLaneBytes;
+    };
+    const bool pools = me_warp < C::kPH;  // warp kPH only parks
+    const int p = p0 + me_warp, q = q0 + g;
 #pragma unroll
     for (int pass = 0; pass < C::kPasses; ++pass) {
-      const int n0 = pass * kNT;  // the pass's first channel
-      __syncthreads();            // the previous pass's (or tile's) pool has read out_s
-
-      // 3. Bias, ReLU, rounding; 0 outside the stem's output.
-      int m[2][2];
-      bool inside[2][2];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          m[mi][hf] = 32 * me_warp + 16 * mi + me_lane / 4 + 8 * hf;
-          const int oh = oh0 + m[mi][hf] / C::kCW, ow = ow0 + m[mi][hf] % C::kCW;
-          inside[mi][hf] = oh >= 0 && oh < a.oh && ow >= 0 && ow < a.ow;
-        }
-      }
+      if (pass > 0) __syncthreads();  // the previous pass has read part_s
+      Pairs mx, left, top, corner;
 #pragma unroll
       for (int jl = 0; jl < kNT / 8; ++jl) {
-        const int col = 8 * jl + 2 * (me_lane % 4), j = n0 / 8 + jl;
-        const float2 bias = *reinterpret_cast<const float2*>(bias_s + n0 + col);
+        const int j = pass * (kNT / 8) + jl;
+        float v[2][2][2];
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) {
-            if (m[mi][hf] >= C::kM) continue;
-            const bool in = inside[mi][hf];
-            const float v0 = in ? fmaxf(acc[mi][j][2 * hf] + bias.x, 0.f) : 0.f;
-            const float v1 = in ? fmaxf(acc[mi][j][2 * hf + 1] + bias.y, 0.f) : 0.f;
-            store_pair(out_s + m[mi][hf] * kNT, m[mi][hf], col, v0, v1);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              v[mi][hf][e] = inside[mi][hf] ? fmaxf(acc[mi][j][2 * hf + e], 0.f) : 0.f;
+            }
           }
+        }
+        // Warps < kPH: the 2 x 2 block's maximum, left column, top row, corner. Warp kPH: a pair
+        // of the last row in m-tile 0 (a top row and its corner, for the windows above it), a
+        // pair of the last column in m-tile 1 (a left column and its corner).
+        float m2[2], l2[2], t2[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          l2[e] = fmaxf(v[0][0][e], v[1][0][e]);
+          t2[e] = fmaxf(v[0][0][e], v[0][1][e]);
+          m2[e] = fmaxf(t2[e], fmaxf(v[1][0][e], v[1][1][e]));
+        }
+        if (pools) {
+          put<T>(mx, jl, m2[0], m2[1]);
+          put<T>(left, jl, l2[0], l2[1]);
+          put<T>(top, jl, t2[0], t2[1]);
+          put<T>(corner, jl, v[0][0][0], v[0][0][1]);
+        } else {  // mx holds the column pair's top output, a corner too
+          put<T>(top, jl, t2[0], t2[1]);
+          put<T>(corner, jl, v[0][0][0], v[0][0][1]);
+          put<T>(left, jl, fmaxf(v[1][0][0], v[1][1][0]), fmaxf(v[1][0][1], v[1][1][1]));
+          put<T>(mx, jl, v[1][0][0], v[1][0][1]);
         }
       }
+      if (pools) {
+        park(slot(0, me_warp, g), left);
+        park(slot(1, me_warp, g), top);
+        park(slot(2, me_warp, g), corner);
+      } else {
+        // The last stem row as the top rows and corners of window row kPH, the last column as
+        // the left columns and corners of window column kPW (quad row kPH: the corner output,
+        // (kPH, kPW)'s corner; its left column is never read).
+        park(slot(1, C::kPH, g), top);
+        park(slot(2, C::kPH, g), corner);
+        park(slot(0, g, C::kPW), left);
+        park(slot(2, g, C::kPW), mx);
+      }
       __syncthreads();
+      if (pools) {
+        max_into<T>(mx, fetch(slot(0, me_warp, g + 1)));
+        max_into<T>(mx, fetch(slot(1, me_warp + 1, g)));
+        max_into<T>(mx, fetch(slot(2, me_warp + 1, g + 1)));
+      }
 
-      // 4. The pool: 16 bytes of channels of one pool output per thread and step.
-      constexpr int kChunks = kNT * int(sizeof(T)) / 16;  // 8
-      for (int i = me; i < C::kPH * C::kPW * kChunks; i += C::kThreads) {
-        const int chunk = i % kChunks, pix = i / kChunks;
-        const int pp = pix / C::kPW, pq = pix % C::kPW;
-        const int p = p0 + pp, q = q0 + pq;
-        if (p >= a.P || q >= a.Q) continue;
-        uint4 mx = make_uint4(0, 0, 0, 0);  // +0 in both types; every real output is >= 0
+      // 4. The store of pool output (p, q)'s kNT channels of this pass. Every lane of the warp
+      //    takes part in the exchange; warp kPH and windows past the output store nothing.
+      const bool store = pools && p < a.P && q < a.Q;
+      T* yp = y + ((int64_t(img) * a.P + p) * a.Q + q) * kStemK + pass * kNT;
+      if constexpr (C::kBf16) {
+        // Words 4 G + u of lane t hold channels 8 (4 G + u) + 2 t, + 1. A 4 x 4 transpose per
+        // group G gives lane t, from each lane u, word 4 G + t: channels 8 (4 G + t) .. + 7.
 #pragma unroll
-        for (int dr = 0; dr < 3; ++dr) {
-#pragma unroll
-          for (int dc = 0; dc < 3; ++dc) {
-            const int mm = (2 * pp + dr) * C::kCW + 2 * pq + dc;
-            mx = max16<T>(mx, *reinterpret_cast<const uint4*>(
-                                  reinterpret_cast<const char*>(out_s + mm * kNT) +
-                                  ((chunk ^ (mm & 7)) * 16)));
+        for (int G = 0; G < 2; ++G) {
+          uint32_t o[4] = {mx.w[4 * G], mx.w[4 * G + 1], mx.w[4 * G + 2], mx.w[4 * G + 3]};
+          transpose4(o, t);
+          if (store) {
+            *reinterpret_cast<uint4*>(yp + 8 * (4 * G + t)) = make_uint4(o[0], o[1], o[2], o[3]);
           }
         }
-        *reinterpret_cast<uint4*>(y + ((int64_t(img) * a.P + p) * a.Q + q) * kStemK + n0 +
-                                  chunk * (16 / int(sizeof(T)))) = mx;
+      } else if (store) {
+        // 8 bytes per n-tile: a quad writes 32 contiguous bytes.
+#pragma unroll
+        for (int jl = 0; jl < kNT / 8; ++jl) {
+          *reinterpret_cast<uint2*>(yp + 8 * jl + 2 * t) =
+              make_uint2(mx.w[2 * jl], mx.w[2 * jl + 1]);
+        }
       }
     }
   }

@@ -4,7 +4,7 @@
 // pooled NHWC activations the next layer reads. The unfused path moves the stem's output, 4x
 // the pooled tensor, through memory twice (written by the convolution, read by the pool), and
 // converts the input in a pass of its own; here each block computes the stem outputs that a tile
-// of pool windows covers, keeps them in shared memory, and writes only the maxima.
+// of pool windows covers, reduces them to the windows' maxima in registers, and writes only those.
 //
 // Two precisions, on mma.sync tensor cores (sm_80 and newer), fp32 accumulation and bias:
 //   bf16: input and filters rounded to bf16, the output bf16 NHWC [n][P][Q][64];
