@@ -12,7 +12,9 @@
 //     NCHW: a warp per window row, a lane per column, so a row's address is computed once, and the
 //     loads of several rows are in flight before their stores. (The window is unaligned and 1 or 3
 //     channels deep, which 16-byte copies cannot take.) It rounds the values to the MMA's type and
-//     parks them in shared memory, zeros outside the image (the convolution's padding).
+//     parks them in shared memory, zeros outside the image (the convolution's padding). Only the
+//     tiles at an image's border check each element against it; the others (most of them) take
+//     a copy of the loop without those checks.
 //  2. Implicit GEMM on mma.sync: M = the 255 stem outputs (and one spare row; neighbouring tiles
 //     share one row and column of them, computed twice), N = 64 channels, K = c x 7 x 8 taps (each
 //     filter row widened by a zero tap, so a bf16 pair of taps is one aligned 32-bit load). A warp
@@ -241,6 +243,48 @@ struct StemArgs {
   int tiles_p, tiles_q, tiles;
 };
 
+// Step 1 of a tile: the input window, fp32 NCHW rows rounded to T into shared memory, zeros
+// outside the image. Warp w takes rows w, w + kWarps, .. of the kC x kTH rows (channel, row), its
+// lanes columns lane and lane + 32; a batch of rows' loads is issued before its stores. kEdge: the
+// window crosses the image's border, so each element is checked; otherwise only the counts of rows
+// and columns are, and those checks fold away at compile time except in the last batch of rows
+// and in the lanes' second column.
+template <class T, int kC, bool kEdge>
+__device__ __forceinline__ void load_window(const float* xi, T* in_s, int h, int w, int ih0,
+                                            int iw0, int warp, int lane) {
+  using C = StemConfig<T, kC>;
+  constexpr int kAllRows = kC * C::kTH;
+#pragma unroll
+  for (int j0 = 0; j0 < C::kWarpRows; j0 += C::kBatchRows) {
+    float v[C::kBatchRows][2];
+#pragma unroll
+    for (int j = 0; j < C::kBatchRows; ++j) {
+      const int rr = warp + (j0 + j) * C::kWarps;
+      const bool row_real = (j0 + j + 1) * C::kWarps <= kAllRows || rr < kAllRows;
+      const int ci = rr / C::kTH, ih = ih0 + rr % C::kTH;
+      const bool row_in = row_real && (!kEdge || (ih >= 0 && ih < h));
+      // 32-bit offsets: an image's kC planes hold fewer than 2^31 elements (check_stem_pool_args).
+      const float* xr = xi + (row_in ? (ci * h + ih) * w : 0) + iw0;
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int col = lane + 32 * k;
+        const bool col_real = 32 * (k + 1) <= C::kTW || col < C::kTW;
+        const bool in = row_in && col_real && (!kEdge || (iw0 + col >= 0 && iw0 + col < w));
+        v[j][k] = in ? __ldg(xr + col) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < C::kBatchRows; ++j) {
+      const int rr = warp + (j0 + j) * C::kWarps;
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int col = lane + 32 * k;
+        if (rr < kAllRows && col < C::kTW) in_s[rr * C::kTW + col] = from_float<T>(v[j][k]);
+      }
+    }
+  }
+}
+
 template <class T, int kC>
 __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>::kMinBlocks)
     stem_pool_kernel(StemArgs a, const T* __restrict__ wt, T* __restrict__ y) {
@@ -294,34 +338,14 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
     const int me_warp = me / 32, me_lane = me % 32;
 
     __syncthreads();  // the previous tile's GEMM is done with in_s, its pool with part_s
-    // 1. The input window: warp w takes rows w, w + kWarps, .. of the kC x kTH rows, its lanes
-    //    columns lane and lane + 32; a batch of rows' loads is issued before its stores.
+    // 1. The input window, without per-element bounds checks where it lies inside the image (most
+    //    tiles: all but the first and last tile rows and columns of an image).
     {
       const float* xi = a.x + int64_t(img) * kC * a.h * a.w;
-#pragma unroll
-      for (int j0 = 0; j0 < C::kWarpRows; j0 += C::kBatchRows) {
-        float v[C::kBatchRows][2];
-#pragma unroll
-        for (int j = 0; j < C::kBatchRows; ++j) {
-          const int rr = me_warp + (j0 + j) * C::kWarps;
-          const int ci = rr / C::kTH, ih = ih0 + rr % C::kTH;
-          const bool row_in = rr < kC * C::kTH && ih >= 0 && ih < a.h;
-          const float* xr = xi + (int64_t(ci) * a.h + (row_in ? ih : 0)) * a.w;
-#pragma unroll
-          for (int k = 0; k < 2; ++k) {
-            const int col = me_lane + 32 * k, iw = iw0 + col;
-            v[j][k] = row_in && col < C::kTW && iw >= 0 && iw < a.w ? __ldg(xr + iw) : 0.f;
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < C::kBatchRows; ++j) {
-          const int rr = me_warp + (j0 + j) * C::kWarps;
-#pragma unroll
-          for (int k = 0; k < 2; ++k) {
-            const int col = me_lane + 32 * k;
-            if (rr < kC * C::kTH && col < C::kTW) in_s[rr * C::kTW + col] = from_float<T>(v[j][k]);
-          }
-        }
+      if (ih0 >= 0 && ih0 + C::kTH <= a.h && iw0 >= 0 && iw0 + C::kTW <= a.w) {
+        load_window<T, kC, false>(xi, in_s, a.h, a.w, ih0, iw0, me_warp, me_lane);
+      } else {
+        load_window<T, kC, true>(xi, in_s, a.h, a.w, ih0, iw0, me_warp, me_lane);
       }
     }
     __syncthreads();
