@@ -15,7 +15,13 @@
 // the whole row of P. A flash backward recomputes P tile by tile from Q, K and the forward's
 // row log-sum-exp (P_ij = exp(S_ij - lse_i)), so it stores nothing of size S x S either.
 // Masked keys (j > i when causal) have P_ij = 0 and so receive no gradient from row i.
+//
+// The GPU side (the backward ladder: bwd_v1_cublas.cu, cudnn_sdpa_backward.cpp, the registry in
+// attention_backward.cpp) follows the forward's rules: device pointers, a workspace of at least
+// the variant's workspace_bytes(shape), a stream; arguments checked before any CUDA call
+// (std::invalid_argument with one line), launches checked, no synchronisation.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attention.hpp"
@@ -52,5 +58,51 @@ double attention_backward_head_cpu(const AttentionShape& s, const float* q, cons
 BackwardReference attention_backward_cpu(const AttentionShape& s, const std::vector<float>& q,
                                          const std::vector<float>& k, const std::vector<float>& v,
                                          const std::vector<float>& dout);
+
+// ---- the GPU backward ------------------------------------------------------------------------
+// A backward launcher's tensors. Q, K, V, dO and the outputs dQ, dK, dV are [B, H, S, D] like the
+// forward's; O is the forward's output and lse its row log-sum-exp [B, H, S] in fp32, the natural
+// log of sum_j exp(c q_i . k_j) over the unmasked keys, exactly what the flash forwards (v3, v4,
+// v5) and cuDNN's (its "stats") write. The training path feeds the GPU forward's O and lse.
+template <class T>
+struct BackwardTensors {
+  const T *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dout = nullptr;
+  const float* lse = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  bool any_null() const {
+    return q == nullptr || k == nullptr || v == nullptr || o == nullptr || dout == nullptr ||
+           lse == nullptr || dq == nullptr || dk == nullptr || dv == nullptr;
+  }
+};
+
+using AttnBwdFp32Fn = void (*)(const AttentionShape&, const BackwardTensors<float>&,
+                               void* workspace, size_t workspace_bytes, cudaStream_t);
+using AttnBwdBf16Fn = void (*)(const AttentionShape&, const BackwardTensors<__nv_bfloat16>&,
+                               void* workspace, size_t workspace_bytes, cudaStream_t);
+
+// bwd v1 (bwd_v1_cublas.cu): S and dP materialised head-chunk by head-chunk, cuBLAS GEMMs. The
+// bf16 form needs sm_80 code (cuBLAS's bf16 GEMMs); the fp32 form runs anywhere.
+void attention_bwd_v1_cublas(const AttentionShape&, const BackwardTensors<__nv_bfloat16>&, void*,
+                             size_t, cudaStream_t);
+void attention_bwd_v1_cublas_fp32(const AttentionShape&, const BackwardTensors<float>&, void*,
+                                  size_t, cudaStream_t);
+// Heads per chunk: as many as fit kScoreBudgetBytes with one head's S x S fp32 scratch and its
+// S x S P / dS (in the tensors' type: `element_bytes` 2 or 4); all heads when they fit.
+int64_t bwd_v1_heads_per_chunk(const AttentionShape& s, size_t element_bytes);
+size_t bwd_v1_workspace_bytes(const AttentionShape& s);       // bf16 form
+size_t bwd_v1_fp32_workspace_bytes(const AttentionShape& s);  // fp32 form
+std::string bwd_v1_refusal(const AttentionShape& s);
+std::string bwd_v1_fp32_refusal(const AttentionShape& s);
+
+// The gradients' check: element e passes when |got - ref| <= tol * abs_dX[e] (the reference's
+// scales above; check_output in attention.hpp). The tolerances, and why (README, "The backward
+// ladder"): every term of a gradient's sum carries the rounding of P and of dS to the storage
+// precision and the output's own rounding, plus the forward's log-sum-exp error, which scales a
+// whole row of P.
+constexpr double kBwdFp32Tol = 5e-5;
+constexpr double kBwdBf16Tol = 2e-2;
+inline double backward_tolerance(Precision p) {
+  return p == Precision::kFp32 ? kBwdFp32Tol : kBwdBf16Tol;
+}
 
 }  // namespace day05
