@@ -94,6 +94,14 @@ size_t bwd_v1_fp32_workspace_bytes(const AttentionShape& s);  // fp32 form
 std::string bwd_v1_refusal(const AttentionShape& s);
 std::string bwd_v1_fp32_refusal(const AttentionShape& s);
 
+// cuDNN's fused attention backward (cudnn_sdpa_backward.cpp, the cuDNN frontend's sdpa_backward):
+// the bf16 rows' library. Refused with a one-line note where the frontend or cuDNN is missing or
+// cuDNN has no plan for the shape.
+void attention_cudnn_sdpa_backward(const AttentionShape&, const BackwardTensors<__nv_bfloat16>&,
+                                   void*, size_t, cudaStream_t);
+size_t cudnn_sdpa_backward_workspace_bytes(const AttentionShape& s);
+std::string cudnn_sdpa_backward_refusal(const AttentionShape& s);
+
 // The gradients' check: element e passes when |got - ref| <= tol * abs_dX[e] (the reference's
 // scales above; check_output in attention.hpp). The tolerances, and why (README, "The backward
 // ladder"): every term of a gradient's sum carries the rounding of P and of dS to the storage
