@@ -102,6 +102,22 @@ void attention_cudnn_sdpa_backward(const AttentionShape&, const BackwardTensors<
 size_t cudnn_sdpa_backward_workspace_bytes(const AttentionShape& s);
 std::string cudnn_sdpa_backward_refusal(const AttentionShape& s);
 
+// ---- the backward registry: the binary's --backward rows, the tests and the README table -----
+struct AttentionBackwardVariant {
+  const char* name;
+  const char* description;
+  Precision precision;
+  AttnBwdFp32Fn fp32 = nullptr;  // set for kFp32
+  AttnBwdBf16Fn bf16 = nullptr;  // set for kBf16
+  size_t (*workspace_bytes)(const AttentionShape&);
+  std::string (*refusal)(const AttentionShape&);
+  bool is_library = false;  // the library row of its precision
+  gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;
+  const char* tags = "";
+};
+const std::vector<AttentionBackwardVariant>& attention_backward_variants();
+const AttentionBackwardVariant* find_backward_variant(const std::string& name);  // nullptr: unknown
+
 // The gradients' check: element e passes when |got - ref| <= tol * abs_dX[e] (the reference's
 // scales above; check_output in attention.hpp). The tolerances, and why (README, "The backward
 // ladder"): every term of a gradient's sum carries the rounding of P and of dS to the storage

@@ -1,9 +1,13 @@
 // day05 CPU tests of the backward pass's reference: the gradients against central finite
 // differences of an independent double-precision forward, hand-worked cases, the identities the
 // math gives (the rows of dS sum to zero; a causal key hears only the rows after it) and the FLOP
-// convention (no GPU needed).
+// convention; and of the GPU side what needs no GPU: the backward registry, bwd v1's chunks,
+// workspace and budget, and every launcher refusing bad arguments before any CUDA call.
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attention.hpp"
@@ -247,4 +251,138 @@ TEST_CASE("backward reference: one head writes every value of its own head, and 
     CHECK(r.delta[head * s.s + i] == all.delta[head * s.s + i]);
     CHECK(std::isnan(r.lse[i]));
   }
+}
+
+TEST_CASE("the backward registry lists bwd v1 in both precisions and cuDNN's backward", "[cpu]") {
+  const auto& vs = day05::attention_backward_variants();
+  REQUIRE(vs.size() >= 3);
+  CHECK(std::strcmp(vs[0].name, "bwd_v1_cublas_fp32") == 0);
+  CHECK(vs[0].precision == day05::Precision::kFp32);
+  CHECK(vs[0].fp32 == day05::attention_bwd_v1_cublas_fp32);
+  CHECK(vs[0].is_library);  // the fp32 rows' library path, as v2_cublas is the forward's
+  CHECK(vs[0].needs == gpu100::ArchNeed::kAny);
+  CHECK(std::strcmp(vs[1].name, "bwd_v1_cublas") == 0);
+  CHECK(vs[1].precision == day05::Precision::kBf16);
+  CHECK(vs[1].bf16 == day05::attention_bwd_v1_cublas);
+  CHECK_FALSE(vs[1].is_library);
+  CHECK(vs[1].needs == gpu100::ArchNeed::kSm80);  // cuBLAS's bf16 GEMMs
+  const day05::AttentionBackwardVariant* cudnn = day05::find_backward_variant("cudnn_sdpa_bwd");
+  REQUIRE(cudnn != nullptr);
+  CHECK(cudnn == &vs.back());  // the library row comes last, after the ladder's rungs
+  CHECK(cudnn->is_library);
+  CHECK(cudnn->precision == day05::Precision::kBf16);
+  CHECK(cudnn->bf16 == day05::attention_cudnn_sdpa_backward);
+  for (const auto& v : vs) {
+    INFO(v.name);
+    CHECK((v.fp32 != nullptr) == (v.precision == day05::Precision::kFp32));
+    CHECK((v.bf16 != nullptr) == (v.precision == day05::Precision::kBf16));
+    CHECK(day05::find_backward_variant(v.name) == &v);
+    CHECK(day05::find_variant(v.name) == nullptr);  // no name in both registries
+  }
+  CHECK(day05::find_backward_variant("v1_naive") == nullptr);
+  if (!day05::have_cudnn_sdpa()) {
+    CHECK_FALSE(day05::cudnn_sdpa_backward_refusal(day05::AttentionShape{1, 1, 8, 64}).empty());
+  }
+  CHECK(day05::backward_tolerance(day05::Precision::kFp32) == day05::kBwdFp32Tol);
+  CHECK(day05::backward_tolerance(day05::Precision::kBf16) == day05::kBwdBf16Tol);
+}
+
+TEST_CASE("bwd v1: head chunks, workspace and the S x S budget", "[cpu]") {
+  using day05::AttentionShape;
+  // Per head: S^2 fp32 scores plus S^2 P in bf16 (6 bytes per score) or fp32 (8 bytes).
+  CHECK(day05::bwd_v1_heads_per_chunk(AttentionShape{8, 16, 2048, 64}, 2) == 128);
+  CHECK(day05::bwd_v1_heads_per_chunk(AttentionShape{8, 16, 4096, 128}, 2) == 42);
+  CHECK(day05::bwd_v1_heads_per_chunk(AttentionShape{8, 16, 4096, 128}, 4) == 32);
+  CHECK(day05::bwd_v1_heads_per_chunk(AttentionShape{4, 16, 8192, 128}, 2) == 10);
+  CHECK(day05::bwd_v1_heads_per_chunk(AttentionShape{4, 16, 8192, 128}, 4) == 8);
+  // [D_i: B H S fp32][scores: chunk S^2 fp32][P: chunk S^2], each part on a 256-byte boundary.
+  const AttentionShape small{1, 2, 64, 64};
+  CHECK(day05::bwd_v1_workspace_bytes(small) == 512 + 2 * 64 * 64 * 4 + 2 * 64 * 64 * 2);
+  CHECK(day05::bwd_v1_fp32_workspace_bytes(small) == 512 + 2 * 64 * 64 * 4 + 2 * 64 * 64 * 4);
+  CHECK(day05::bwd_v1_workspace_bytes(AttentionShape{1, 1, 3, 2}) == 256 + 256 + 9 * 2);
+  // Refused only when one head's buffers pass the 4 GiB budget: S > 26754 in bf16, > 23170 fp32.
+  CHECK(day05::bwd_v1_refusal(AttentionShape{1, 1, 26754, 64}).empty());
+  CHECK_FALSE(day05::bwd_v1_refusal(AttentionShape{1, 1, 26755, 64}).empty());
+  CHECK(day05::bwd_v1_fp32_refusal(AttentionShape{1, 1, 23170, 64}).empty());
+  CHECK_FALSE(day05::bwd_v1_fp32_refusal(AttentionShape{1, 1, 23171, 64}).empty());
+  const std::string why = day05::bwd_v1_refusal(AttentionShape{1, 1, 32768, 64});
+  CHECK(why.find("6.00 GiB") != std::string::npos);
+  CHECK(why.find("budget of 4.00 GiB") != std::string::npos);
+  CHECK(why.find('\n') == std::string::npos);
+}
+
+TEST_CASE("the backward launchers refuse bad arguments before any CUDA call", "[cpu]") {
+  // Host memory stands in for the tensors: every call below must throw before touching it.
+  float dummy[64];
+  auto* p = reinterpret_cast<__nv_bfloat16*>(dummy);
+  auto tensors = [&](auto* x) {
+    day05::BackwardTensors<std::remove_pointer_t<decltype(x)>> t;
+    t.q = t.k = t.v = t.o = t.dout = t.dq = t.dk = t.dv = x;
+    t.lse = dummy;
+    return t;
+  };
+  const day05::AttentionShape good{1, 1, 4, 8}, bad_s{1, 1, 0, 8}, bad_d{1, 1, 4, 7};
+  auto refused = [](auto&& call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      return !what.empty() && what.find('\n') == std::string::npos;  // one line
+    } catch (...) {
+      return false;
+    }
+    return false;
+  };
+  for (const auto& v : day05::attention_backward_variants()) {
+    INFO(v.name);
+    // One tensor null at a time, for each of the nine.
+    for (int which = 0; which < 9; ++which) {
+      INFO("null tensor " << which);
+      if (v.fp32 != nullptr) {
+        auto t = tensors(dummy);
+        const float** in[] = {&t.q, &t.k, &t.v, &t.o, &t.dout, &t.lse};
+        float** out[] = {&t.dq, &t.dk, &t.dv};
+        if (which < 6)
+          *in[which] = nullptr;
+        else
+          *out[which - 6] = nullptr;
+        CHECK(refused([&] { v.fp32(good, t, dummy, sizeof dummy, nullptr); }));
+      } else {
+        auto t = tensors(p);
+        const __nv_bfloat16** in[] = {&t.q, &t.k, &t.v, &t.o, &t.dout};
+        __nv_bfloat16** out[] = {&t.dq, &t.dk, &t.dv};
+        if (which < 5) {
+          *in[which] = nullptr;
+        } else if (which == 5) {
+          t.lse = nullptr;
+        } else {
+          *out[which - 6] = nullptr;
+        }
+        CHECK(refused([&] { v.bf16(good, t, dummy, sizeof dummy, nullptr); }));
+      }
+    }
+    // Bad shapes: S = 0, odd D.
+    for (const auto& sh : {bad_s, bad_d}) {
+      if (v.fp32 != nullptr) {
+        CHECK(refused([&] { v.fp32(sh, tensors(dummy), dummy, sizeof dummy, nullptr); }));
+      } else {
+        CHECK(refused([&] { v.bf16(sh, tensors(p), dummy, sizeof dummy, nullptr); }));
+      }
+    }
+  }
+  // bwd v1: a workspace one byte short, or none; a shape over its budget.
+  const size_t need32 = day05::bwd_v1_fp32_workspace_bytes(good);
+  CHECK(refused([&] {
+    day05::attention_bwd_v1_cublas_fp32(good, tensors(dummy), dummy, need32 - 1, nullptr);
+  }));
+  CHECK(refused([&] {
+    day05::attention_bwd_v1_cublas_fp32(good, tensors(dummy), nullptr, need32, nullptr);
+  }));
+  const size_t need16 = day05::bwd_v1_workspace_bytes(good);
+  CHECK(refused(
+      [&] { day05::attention_bwd_v1_cublas(good, tensors(p), dummy, need16 - 1, nullptr); }));
+  CHECK(refused([&] {
+    day05::attention_bwd_v1_cublas(day05::AttentionShape{1, 1, 32768, 64}, tensors(p), dummy,
+                                   size_t(1) << 40, nullptr);
+  }));
 }

@@ -1,0 +1,39 @@
+// day05: the backward registry (the binary's --backward rows, the tests and the README's backward
+// table), the forward's registry's counterpart. The ladder's later rungs slot in before the
+// library row: bwd_v2_flash_mma (mma.sync), bwd_v3_flash_wgmma (Hopper).
+#include <string>
+#include <vector>
+
+#include "attention_backward.hpp"
+
+namespace day05 {
+
+const std::vector<AttentionBackwardVariant>& attention_backward_variants() {
+  using P = Precision;
+  static const std::vector<AttentionBackwardVariant> variants = {
+      {"bwd_v1_cublas_fp32",
+       "bwd_v1_cublas in fp32 (SGEMMs, P and dS stored in fp32): the fp32 rows' library path",
+       P::kFp32, attention_bwd_v1_cublas_fp32, nullptr, bwd_v1_fp32_workspace_bytes,
+       bwd_v1_fp32_refusal, true},
+      {"bwd_v1_cublas",
+       "the chain rule on cuBLAS: S = Q K^T recomputed, P from the forward's log-sum-exp, dV, dP, "
+       "dS = P o (dP - D), dQ, dK; bf16 GEMMs (fp32 accumulation), S x S buffers per head chunk",
+       P::kBf16, nullptr, attention_bwd_v1_cublas, bwd_v1_workspace_bytes, bwd_v1_refusal, false,
+       gpu100::ArchNeed::kSm80},
+      {"cudnn_sdpa_bwd",
+       "cuDNN's fused attention backward (the frontend's sdpa_backward; PyTorch's SDPA backward on "
+       "its cuDNN backend): the bf16 rows' library",
+       P::kBf16, nullptr, attention_cudnn_sdpa_backward, cudnn_sdpa_backward_workspace_bytes,
+       cudnn_sdpa_backward_refusal, true, gpu100::ArchNeed::kSm80},
+  };
+  return variants;
+}
+
+const AttentionBackwardVariant* find_backward_variant(const std::string& name) {
+  for (const auto& v : attention_backward_variants()) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace day05
