@@ -1,10 +1,11 @@
 #pragma once
-// day05_self_attention's driver: its options and device data (main.cpp fills them), and the rows
-// of one shape (driver_rows.cpp).
+// day05_self_attention's driver: its options and device data (main.cpp fills them), the forward's
+// rows of one shape (driver_rows.cpp) and the backward's (driver_backward.cpp, --backward).
 #include <string>
 #include <vector>
 
 #include "attention.hpp"
+#include "attention_backward.hpp"
 #include "common/device_buffer.hpp"
 #include "common/harness.hpp"
 
@@ -15,6 +16,10 @@ struct Options {
   std::vector<const AttentionVariant*> variants;
   std::vector<bool> masks;  // causal flags to run
   int check_rows = 64;
+  // --backward: the backward registry's rows instead, each checked on --check-heads whole heads.
+  bool backward = false;
+  std::vector<const AttentionBackwardVariant*> bwd_variants;
+  int check_heads = 2;
 };
 
 // Q, K, V, O on the device in fp32 and in bf16 (converted once, outside any timing), the
@@ -26,6 +31,26 @@ struct DeviceData {
   gpu100::DeviceBuffer<char> ws;
 };
 
+// The backward's tensors in one precision: the inputs Q, K, V, dO; O and the row log-sum-exp of the
+// GPU's forward; the outputs dQ, dK, dV. Allocated only for a precision a selected row takes.
+template <class T>
+struct BackwardSide {
+  gpu100::DeviceBuffer<T> q, k, v, dout, o, dq, dk, dv;
+  gpu100::DeviceBuffer<float> lse;
+  BackwardTensors<T> tensors() {
+    BackwardTensors<T> t;
+    t.q = q.data(), t.k = k.data(), t.v = v.data(), t.o = o.data(), t.dout = dout.data();
+    t.lse = lse.data(), t.dq = dq.data(), t.dk = dk.data(), t.dv = dv.data();
+    return t;
+  }
+};
+struct BackwardData {
+  std::vector<float> q, k, v, dout;  // the host inputs, fp32 (rounded to bf16 for the bf16 side)
+  BackwardSide<float> f32;
+  BackwardSide<__nv_bfloat16> b16;
+  gpu100::DeviceBuffer<char> ws;
+};
+
 // "1.50 GiB" or "12.00 MiB".
 std::string mib(double bytes);
 
@@ -33,5 +58,10 @@ std::string mib(double bytes);
 // order; the bf16 rows' TFLOP/s go to `verdict`.
 void run_shape(const AttentionShape& s, const Options& opt, double fp32_peak, DeviceData& dev,
                gpu100::DayRun& run, std::string& verdict);
+
+// The backward's rows at one shape (one mask): the GPU forward for O and the log-sum-exp, the CPU
+// reference of the checked heads, then check and time each selected backward variant.
+void run_backward_shape(const AttentionShape& s, const Options& opt, double fp32_peak,
+                        BackwardData& dev, gpu100::DayRun& run, std::string& verdict);
 
 }  // namespace day05

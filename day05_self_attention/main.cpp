@@ -1,18 +1,24 @@
-// day05_self_attention: the host driver (the rows of one shape: driver_rows.cpp). The registry
-// (attention.cpp; --list) runs from the naive three-kernel path to FlashAttention-style kernels;
-// every row is checked against a double CPU reference at sampled query rows and against the
-// library row's whole output, then timed. TFLOP/s counts 4 B H S^2 D (half when causal); "%
-// ceiling" of the fp32 rows is of the fp32 FMA peak measured in this run. A variant that refuses a
-// shape (v1 above its S x S budget, v4 at D other than 64 and 128) gets a row with the reason.
+// day05_self_attention: the host driver (the rows of one shape: driver_rows.cpp, and with
+// --backward driver_backward.cpp). The registry (attention.cpp; --list) runs from the naive
+// three-kernel path to FlashAttention-style kernels; every row is checked against a double CPU
+// reference at sampled query rows and against the library row's whole output, then timed. TFLOP/s
+// counts 4 B H S^2 D (half when causal); "% ceiling" of the fp32 rows is of the fp32 FMA peak
+// measured in this run. A variant that refuses a shape (v1 above its S x S budget, v4 at D other
+// than 64 and 128) gets a row with the reason. --backward runs the backward registry
+// (attention_backward.cpp) instead: dQ, dK, dV from dO and the GPU forward's O and log-sum-exp,
+// checked on whole heads, TFLOP/s counting 10 B H S^2 D (half when causal).
 //
 // Run: build/day05_self_attention/day05_self_attention [--batch 8 --heads 16 --seq 2048
 //      --head-dim 64] [--mask none|causal|both] [--variant v3_flash_fp32] [--json out.json]
+//      [--backward [--check-heads 2]]
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/half.hpp"
@@ -35,6 +41,11 @@ void declare_flags(gpu100::ArgParser& args) {
   args.add_int("head-dim", "head dimension D (even; v4, v5: 64 or 128)", 64, 1, day05::kMaxD);
   args.add_string("mask", "none, causal or both (one set of rows per mask)", "both");
   args.add_int("check-rows", "query rows checked against the CPU reference", 64, 2, 1 << 16);
+  args.add_flag("backward",
+                "the backward pass: dQ, dK, dV from dO and the GPU forward's O and log-sum-exp "
+                "(the backward variants of --list)");
+  args.add_int("check-heads", "--backward: whole heads checked against the CPU reference", 2, 1,
+               1 << 16);
   args.add_common();
   args.add_alias("b", "batch");
   args.add_alias("h", "heads");
@@ -45,8 +56,14 @@ void declare_flags(gpu100::ArgParser& args) {
 Options read_options(const gpu100::ArgParser& args, day05::AttentionShape& s) {
   Options opt;
   opt.common = gpu100::CommonOptions::read(args);
-  opt.variants = gpu100::select(day05::attention_variants(), opt.common.variants);
-  gpu100::refuse_named_not_built(day05::attention_variants(), opt.common.variants);
+  opt.backward = args.get_flag("backward");
+  if (opt.backward) {
+    opt.bwd_variants = gpu100::select(day05::attention_backward_variants(), opt.common.variants);
+    gpu100::refuse_named_not_built(day05::attention_backward_variants(), opt.common.variants);
+  } else {
+    opt.variants = gpu100::select(day05::attention_variants(), opt.common.variants);
+    gpu100::refuse_named_not_built(day05::attention_variants(), opt.common.variants);
+  }
   const std::string mask = args.get_string("mask");
   if (mask == "none") {
     opt.masks = {false};
@@ -58,6 +75,7 @@ Options read_options(const gpu100::ArgParser& args, day05::AttentionShape& s) {
     throw gpu100::UsageError(fmt::format("--mask must be none, causal or both (got '{}')", mask));
   }
   opt.check_rows = static_cast<int>(args.get_int("check-rows"));
+  opt.check_heads = static_cast<int>(args.get_int("check-heads"));
   s.b = static_cast<int>(args.get_int("batch"));
   s.h = static_cast<int>(args.get_int("heads"));
   s.s = static_cast<int>(args.get_int("seq"));
@@ -103,14 +121,96 @@ DeviceData make_data(const Options& opt, size_t n, size_t ws_bytes) {
   return dev;
 }
 
+// The backward's inputs on the device, in the precisions the selected rows take (bf16 copies
+// converted once, outside any timing), the forward's O and log-sum-exp, the outputs, the
+// workspace.
+day05::BackwardData make_backward_data(const Options& opt, size_t n, size_t rows, size_t ws_bytes) {
+  day05::BackwardData dev;
+  dev.q = gpu100::random_vector<float>(n, opt.common.seed + 1);
+  dev.k = gpu100::random_vector<float>(n, opt.common.seed + 2);
+  dev.v = gpu100::random_vector<float>(n, opt.common.seed + 3);
+  dev.dout = gpu100::random_vector<float>(n, opt.common.seed + 4);
+  bool want32 = false, want16 = false;
+  for (const auto* v : opt.bwd_variants) {
+    (v->precision == day05::Precision::kBf16 ? want16 : want32) = true;
+  }
+  auto fill = [&](auto& side, auto convert) {
+    for (auto [host, dst] : {std::pair{&dev.q, &side.q}, std::pair{&dev.k, &side.k},
+                             std::pair{&dev.v, &side.v}, std::pair{&dev.dout, &side.dout}}) {
+      *dst = std::remove_reference_t<decltype(*dst)>(n);
+      dst->upload(convert(*host));
+    }
+    for (auto* b : {&side.o, &side.dq, &side.dk, &side.dv}) {
+      *b = std::remove_reference_t<decltype(*b)>(n);
+    }
+    side.lse = gpu100::DeviceBuffer<float>(rows);
+  };
+  if (want32) fill(dev.f32, [](const std::vector<float>& x) { return x; });
+  if (want16) {
+    fill(dev.b16, [](const std::vector<float>& x) { return gpu100::convert_from_float<bf16>(x); });
+  }
+  dev.ws = gpu100::DeviceBuffer<char>(std::max<size_t>(ws_bytes, 256));
+  return dev;
+}
+
+int run_backward(Options& opt, const day05::AttentionShape& s) {
+  const size_t n = static_cast<size_t>(s.elements()), rows = static_cast<size_t>(s.rows());
+  // Device memory: eight [B, H, S, D] tensors and the log-sum-exp per precision, the workspace.
+  const double tensors = double(n) * (8 * 4 + 8 * 2) + double(rows) * 8;
+  if (tensors > double(size_t(1) << 40)) {
+    throw gpu100::UsageError(
+        fmt::format("the problem needs {} of device memory", day05::mib(tensors)));
+  }
+  // Everything above is argument handling; the GPU is touched from here on.
+  gpu100::DayRun run(kDay,
+                     fmt::format("dQ, dK, dV of attention (backward), {}", day05::shape_label(s)),
+                     opt.common);
+  const auto& registry = day05::attention_backward_variants();
+  if (const auto lacked = gpu100::refuse_or_list_lacked(registry, opt.common.variants);
+      !lacked.empty()) {
+    fmt::print("{}\n", lacked);
+  }
+  opt.bwd_variants.erase(std::remove_if(opt.bwd_variants.begin(), opt.bwd_variants.end(),
+                                        [](const day05::AttentionBackwardVariant* v) {
+                                          return !gpu100::build_has(v->needs);
+                                        }),
+                         opt.bwd_variants.end());
+  size_t ws_bytes = 0;
+  for (bool causal : opt.masks) {
+    day05::AttentionShape sc = s;
+    sc.causal = causal;
+    for (const auto* v : opt.bwd_variants) {
+      if (v->refusal(sc).empty()) ws_bytes = std::max(ws_bytes, v->workspace_bytes(sc));
+    }
+  }
+  gpu100::require_device_memory(static_cast<size_t>(tensors) + ws_bytes + (size_t(64) << 20), kDay);
+  const double fp32_peak = gpu100::measure_fp32_peak_tflops();
+  fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now; the fp32 rows' % ceiling)\n\n",
+             fp32_peak);
+  day05::BackwardData dev = make_backward_data(opt, n, rows, ws_bytes);
+  std::string verdict;
+  for (bool causal : opt.masks) {
+    day05::AttentionShape sc = s;
+    sc.causal = causal;
+    day05::run_backward_shape(sc, opt, fp32_peak, dev, run, verdict);
+  }
+  return run.finish(kDay, verdict);
+}
+
 int run(int argc, char** argv) {
   gpu100::ArgParser args(kDay,
-                         "scaled dot-product attention (forward), naive to FlashAttention-2 style");
+                         "scaled dot-product attention, naive to FlashAttention-2 style: the "
+                         "forward, and with --backward the backward");
   declare_flags(args);
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
-  if (gpu100::list_requested(args, day05::attention_variants())) return gpu100::kExitOk;
+  if (gpu100::list_requested(args, day05::attention_variants())) {
+    fmt::print("\nthe backward pass (--backward):\n");
+    gpu100::print_list(day05::attention_backward_variants());
+    return gpu100::kExitOk;
+  }
   day05::AttentionShape s;
   Options opt = read_options(args, s);
+  if (opt.backward) return run_backward(opt, s);
   // Device memory: Q, K, V, O in fp32 and bf16, and the largest workspace of a variant that runs.
   const size_t n = static_cast<size_t>(s.elements()), ws_bytes = workspace_bytes(opt, s);
   const double need = double(n) * (4 * 4 + 4 * 2) + double(ws_bytes);
