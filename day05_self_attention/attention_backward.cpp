@@ -20,6 +20,11 @@ const std::vector<AttentionBackwardVariant>& attention_backward_variants() {
        "dS = P o (dP - D), dQ, dK; bf16 GEMMs (fp32 accumulation), S x S buffers per head chunk",
        P::kBf16, nullptr, attention_bwd_v1_cublas, bwd_v1_workspace_bytes, bwd_v1_refusal, false,
        gpu100::ArchNeed::kSm80},
+      {"bwd_v2_flash_mma",
+       "FlashAttention-2's tiled backward on mma.sync bf16: a block per 64 keys keeps K, V, dK, dV "
+       "on chip and walks the query tiles, P and dS recomputed in registers, dQ by fp32 atomics",
+       P::kBf16, nullptr, attention_bwd_v2_flash_mma, bwd_v2_workspace_bytes, bwd_v2_refusal, false,
+       gpu100::ArchNeed::kSm80},
       {"cudnn_sdpa_bwd",
        "cuDNN's fused attention backward (the frontend's sdpa_backward; PyTorch's SDPA backward on "
        "its cuDNN backend): the bf16 rows' library",

@@ -94,6 +94,13 @@ size_t bwd_v1_fp32_workspace_bytes(const AttentionShape& s);  // fp32 form
 std::string bwd_v1_refusal(const AttentionShape& s);
 std::string bwd_v1_fp32_refusal(const AttentionShape& s);
 
+// bwd v2 (bwd_v2_flash_mma.cu): FlashAttention-2's tiled backward on mma.sync bf16 (sm_80), no
+// S x S matrix; dQ accumulated in fp32 by atomics in the workspace. D = 64 and 128.
+void attention_bwd_v2_flash_mma(const AttentionShape&, const BackwardTensors<__nv_bfloat16>&, void*,
+                                size_t, cudaStream_t);
+size_t bwd_v2_workspace_bytes(const AttentionShape& s);  // B H S D + B H S floats
+std::string bwd_v2_refusal(const AttentionShape& s);
+
 // cuDNN's fused attention backward (cudnn_sdpa_backward.cpp, the cuDNN frontend's sdpa_backward):
 // the bf16 rows' library. Refused with a one-line note where the frontend or cuDNN is missing or
 // cuDNN has no plan for the shape.

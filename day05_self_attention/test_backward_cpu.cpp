@@ -253,7 +253,8 @@ TEST_CASE("backward reference: one head writes every value of its own head, and 
   }
 }
 
-TEST_CASE("the backward registry lists bwd v1 in both precisions and cuDNN's backward", "[cpu]") {
+TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2 and cuDNN's backward",
+          "[cpu]") {
   const auto& vs = day05::attention_backward_variants();
   REQUIRE(vs.size() >= 3);
   CHECK(std::strcmp(vs[0].name, "bwd_v1_cublas_fp32") == 0);
@@ -266,6 +267,12 @@ TEST_CASE("the backward registry lists bwd v1 in both precisions and cuDNN's bac
   CHECK(vs[1].bf16 == day05::attention_bwd_v1_cublas);
   CHECK_FALSE(vs[1].is_library);
   CHECK(vs[1].needs == gpu100::ArchNeed::kSm80);  // cuBLAS's bf16 GEMMs
+  REQUIRE(vs.size() >= 4);
+  CHECK(std::strcmp(vs[2].name, "bwd_v2_flash_mma") == 0);  // the ladder's next rung
+  CHECK(vs[2].precision == day05::Precision::kBf16);
+  CHECK(vs[2].bf16 == day05::attention_bwd_v2_flash_mma);
+  CHECK_FALSE(vs[2].is_library);
+  CHECK(vs[2].needs == gpu100::ArchNeed::kSm80);  // mma.sync bf16, cp.async
   const day05::AttentionBackwardVariant* cudnn = day05::find_backward_variant("cudnn_sdpa_bwd");
   REQUIRE(cudnn != nullptr);
   CHECK(cudnn == &vs.back());  // the library row comes last, after the ladder's rungs
@@ -309,6 +316,57 @@ TEST_CASE("bwd v1: head chunks, workspace and the S x S budget", "[cpu]") {
   CHECK(why.find("6.00 GiB") != std::string::npos);
   CHECK(why.find("budget of 4.00 GiB") != std::string::npos);
   CHECK(why.find('\n') == std::string::npos);
+}
+
+TEST_CASE("bwd v2: workspace, the D it takes, and its refusals before any CUDA call", "[cpu]") {
+  using day05::AttentionShape;
+  // [dQ accumulator: B H S D fp32, on a 256-byte boundary][D_i: B H S fp32].
+  CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{1, 2, 64, 64}) ==
+        2 * 64 * 64 * 4 + 2 * 64 * 4);
+  CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{1, 1, 3, 64}) == 768 + 3 * 4);
+  CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{8, 16, 4096, 128}) ==
+        size_t(8) * 16 * 4096 * 128 * 4 + size_t(8) * 16 * 4096 * 4);
+  CHECK(day05::bwd_v2_refusal(AttentionShape{1, 1, 77, 64}).empty());
+  CHECK(day05::bwd_v2_refusal(AttentionShape{1, 1, 1, 128, true}).empty());
+  for (int d : {40, 32, 96, 256}) {
+    const std::string why = day05::bwd_v2_refusal(AttentionShape{1, 1, 77, d});
+    INFO("D = " << d);
+    CHECK(why.find("bwd_v2_flash_mma: D must be 64 or 128") == 0);
+    CHECK(why.find('\n') == std::string::npos);
+  }
+  // Host memory stands in for the tensors: each call must throw std::invalid_argument first.
+  alignas(16) static float buf[4096];
+  auto* p = reinterpret_cast<__nv_bfloat16*>(buf);
+  day05::BackwardTensors<__nv_bfloat16> t;
+  t.q = t.k = t.v = t.o = t.dout = t.dq = t.dk = t.dv = p;
+  t.lse = buf;
+  const AttentionShape sh{1, 1, 4, 64};
+  const size_t need = day05::bwd_v2_workspace_bytes(sh);
+  REQUIRE(need <= sizeof buf);
+  auto refused = [](auto&& call, const char* want) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      INFO(what);
+      return what.find(want) != std::string::npos && what.find('\n') == std::string::npos;
+    } catch (...) {
+      return false;
+    }
+    return false;
+  };
+  CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, t, buf, need - 1, nullptr); },
+                "a workspace of"));
+  CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, t, nullptr, need, nullptr); }, "null"));
+  CHECK(refused(
+      [&] {
+        day05::attention_bwd_v2_flash_mma(AttentionShape{1, 1, 4, 40}, t, buf, need, nullptr);
+      },
+      "D must be 64 or 128"));
+  auto misaligned = t;
+  misaligned.dk = p + 1;  // 2 bytes off
+  CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, misaligned, buf, need, nullptr); },
+                "16-byte aligned"));
 }
 
 TEST_CASE("the backward launchers refuse bad arguments before any CUDA call", "[cpu]") {

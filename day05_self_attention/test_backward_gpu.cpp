@@ -172,6 +172,33 @@ TEST_CASE("bwd_v1_cublas matches the CPU at awkward sizes", "[gpu]") {
   CHECK(check_backward_matrix("bwd_v1_cublas", 900) == int(backward_shapes().size()));
 }
 
+TEST_CASE("bwd_v2_flash_mma matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
+  // Every shape but D = 40 (D must be 64 or 128): S = 1, 77, 777 and 1031 are no multiple of its
+  // 64-key and 64-query tiles, so every run has tails.
+  const auto shapes = backward_shapes();
+  const auto taken =
+      std::count_if(shapes.begin(), shapes.end(),
+                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
+  CHECK(check_backward_matrix("bwd_v2_flash_mma", 1200) == int(taken));
+}
+
+TEST_CASE("bwd_v2_flash_mma refuses a D it has no tiling for", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
+  const auto sh = shape(1, 2, 77, 40, false);
+  const size_t n = static_cast<size_t>(sh.elements());
+  gpu100::DeviceBuffer<bf16> t(n);
+  gpu100::DeviceBuffer<float> lse(static_cast<size_t>(sh.rows()));
+  gpu100::DeviceBuffer<char> ws(day05::bwd_v2_workspace_bytes(sh));
+  day05::BackwardTensors<bf16> bt;
+  bt.q = bt.k = bt.v = bt.o = bt.dout = t.data();
+  bt.dq = bt.dk = bt.dv = t.data();
+  bt.lse = lse.data();
+  CHECK_THROWS_AS(day05::attention_bwd_v2_flash_mma(sh, bt, ws.data(), ws.bytes(), nullptr),
+                  std::invalid_argument);
+  CHECK(day05::bwd_v2_refusal(sh).find("D must be 64 or 128") != std::string::npos);
+}
+
 TEST_CASE("cudnn_sdpa_bwd (cuDNN's fused backward, the bf16 library row) matches the CPU",
           "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("cudnn_sdpa_bwd")->needs, "cudnn_sdpa_bwd");
