@@ -100,6 +100,13 @@ void attention_bwd_v2_flash_mma(const AttentionShape&, const BackwardTensors<__n
                                 size_t, cudaStream_t);
 size_t bwd_v2_workspace_bytes(const AttentionShape& s);  // B H S D + B H S floats
 std::string bwd_v2_refusal(const AttentionShape& s);
+// bwd v2b (the same file): bwd v2 with FlashAttention-2's other dQ: a second kernel per query tile
+// loops over the key tiles and recomputes S and dP, so dQ needs no atomics and no accumulator.
+void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape&,
+                                         const BackwardTensors<__nv_bfloat16>&, void*, size_t,
+                                         cudaStream_t);
+size_t bwd_v2b_workspace_bytes(const AttentionShape& s);  // B H S floats (D_i)
+std::string bwd_v2b_refusal(const AttentionShape& s);
 
 // cuDNN's fused attention backward (cudnn_sdpa_backward.cpp, the cuDNN frontend's sdpa_backward):
 // the bf16 rows' library. Refused with a one-line note where the frontend or cuDNN is missing or

@@ -17,6 +17,9 @@
 // per head and the time is the five products' on the tensor cores. What it costs: dQ's partial
 // sums go through L2 as fp32 atomics, S / Bc of them per element of dQ (64 at S = 4096), and the
 // S^T and dP^T products recompute what the forward and dV already had.
+// bwd_v2b_flash_mma_dq_pass (this file too) gets dQ the other way FlashAttention-2 describes: the
+// main kernel without dQ, then bwd_v2b_dq_kernel, one block per query tile looping over the key
+// tiles (S and dP recomputed), dQ in registers and written once: no atomics, 1.4x the mma work.
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
@@ -87,7 +90,8 @@ using BwdD128 = BwdConfig<128, 64, 1, 2>;
 // D = 64: 64 queries per tile, two stages (64 KB).
 using BwdD64 = BwdConfig<64, 64, 2, 2>;
 
-// ---- pre-pass: D_i and the zeroed dQ accumulator, one warp per row (grid-stride) ----------------
+// ---- pre-pass: D_i and (bwd v2) the zeroed dQ accumulator, one warp per row (grid-stride)
+// ----------------
 __global__ void __launch_bounds__(32 * kRowWarps)
     bwd_v2_prepass_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ o,
                           float* __restrict__ delta, float* __restrict__ dq_acc, int64_t rows,
@@ -113,9 +117,11 @@ __global__ void __launch_bounds__(32 * kRowWarps)
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) delta[row] = acc;
-    float* z = dq_acc + row * d;
-    for (int e = 4 * lane; e < d; e += 128) {
-      *reinterpret_cast<float4*>(z + e) = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (dq_acc != nullptr) {  // bwd v2b has no accumulator
+      float* z = dq_acc + row * d;
+      for (int e = 4 * lane; e < d; e += 128) {
+        *reinterpret_cast<float4*>(z + e) = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
     }
   }
 }
@@ -199,7 +205,8 @@ __device__ __forceinline__ void issue_query_tile(const BwdSmem<C>& sm, const bf1
 // memory for dQ. Accumulator element acc[n][e] is key kw0 + g + 8 (e / 2), query
 // i0 + 8 n + 2 t4 + e % 2 (the C layout of mma.m16n8k16). kMask: keys and queries past S and,
 // if causal, the pairs with key > query get P = 0; kMask = false compiles to no mask code.
-template <class C, bool kMask>
+// kDsToSmem: dS^T is also written to shared memory (for the atomics' dQ = dS K).
+template <class C, bool kMask, bool kDsToSmem>
 __device__ __forceinline__ void bwd_v2_tile(float (&dv)[C::kD / 8][4], float (&dk)[C::kD / 8][4],
                                             const bf16* sk_w, const bf16* sv_w, const bf16* sq,
                                             const bf16* sdo, const float* slse, const float* sdelta,
@@ -297,10 +304,12 @@ __device__ __forceinline__ void bwd_v2_tile(float (&dv)[C::kD / 8][4], float (&d
     const float2 d = *reinterpret_cast<const float2*>(sdelta + 8 * n + 2 * t4);
     dsp[n][0] = pack_bf16(sacc[n][0] * (pacc[n][0] - d.x), sacc[n][1] * (pacc[n][1] - d.y));
     dsp[n][1] = pack_bf16(sacc[n][2] * (pacc[n][2] - d.x), sacc[n][3] * (pacc[n][3] - d.y));
-    // dS^T into shared memory [key][query]: the 32 lanes' 4-byte stores fall in 32 banks (row
-    // stride kLdS / 2 = 4 words mod 32).
-    *reinterpret_cast<uint32_t*>(sds_w + g * kLdS + 8 * n + 2 * t4) = dsp[n][0];
-    *reinterpret_cast<uint32_t*>(sds_w + (g + 8) * kLdS + 8 * n + 2 * t4) = dsp[n][1];
+    if constexpr (kDsToSmem) {
+      // dS^T into shared memory [key][query]: the 32 lanes' 4-byte stores fall in 32 banks (row
+      // stride kLdS / 2 = 4 words mod 32).
+      *reinterpret_cast<uint32_t*>(sds_w + g * kLdS + 8 * n + 2 * t4) = dsp[n][0];
+      *reinterpret_cast<uint32_t*>(sds_w + (g + 8) * kLdS + 8 * n + 2 * t4) = dsp[n][1];
+    }
   }
 
   // ---- dK_j += dS^T Q_i: M = 16 keys, N = kD, K = kBr queries ----
@@ -371,7 +380,8 @@ __device__ __forceinline__ void bwd_v2_dq(float* __restrict__ dq_acc_head, const
 // One block per (key tile of kBc keys, head): blocks of one head are consecutive (Q and dO shared
 // in L2), key tile 0 first (under the causal mask it has the most query tiles). Warp w owns keys
 // j0 + 16 w .. j0 + 16 w + 15 for S^T, dV, dP^T, dK, and queries / columns of the tile for dQ.
-template <class C>
+// kDqAtomic = false (bwd v2b): no dQ here (dq_acc unused); bwd_v2b_dq_kernel computes it.
+template <class C, bool kDqAtomic>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     bwd_v2_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                   const bf16* __restrict__ v, const bf16* __restrict__ dout,
@@ -431,17 +441,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const float* sdelta = sm.delta + st * kBr;
     const bool masked = keys_tail || i0 + kBr > s || (causal && j0 + kBc - 1 > i0);
     if (masked) {
-      bwd_v2_tile<C, true>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq, sdo, slse,
-                           sdelta, sm.ds + 16 * warp * C::kLdS, kw0, i0, s, causal, scale_log2,
-                           lane);
+      bwd_v2_tile<C, true, kDqAtomic>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq,
+                                      sdo, slse, sdelta, sm.ds + 16 * warp * C::kLdS, kw0, i0, s,
+                                      causal, scale_log2, lane);
     } else {
-      bwd_v2_tile<C, false>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq, sdo, slse,
-                            sdelta, sm.ds + 16 * warp * C::kLdS, kw0, i0, s, causal, scale_log2,
-                            lane);
+      bwd_v2_tile<C, false, kDqAtomic>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq,
+                                       sdo, slse, sdelta, sm.ds + 16 * warp * C::kLdS, kw0, i0, s,
+                                       causal, scale_log2, lane);
     }
     __syncthreads();  // dS^T complete; every warp is done with Q, dO, lse and D of this stage
     issue_query_tile<C>(sm, qg, dog, lseg, deltag, t + C::kStages, num_tiles, s, tid);
-    bwd_v2_dq<C>(dq_acc + base, sm.k, sm.ds, dq_q0, dq_c0, i0, s, lane);
+    if constexpr (kDqAtomic) bwd_v2_dq<C>(dq_acc + base, sm.k, sm.ds, dq_q0, dq_c0, i0, s, lane);
   }
 
   // ---- epilogue: dK = c x its accumulator, dV, in bf16 (4-byte stores of column pairs) ----
@@ -462,6 +472,194 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
 }
 
+// ---- bwd v2b's dQ pass: FlashAttention-2's other way to get dQ, without atomics ----------------
+// One block per (query tile of kBr = 64 rows, head), 4 warps x 16 queries (the mma's M); Q_i and
+// dO_i stay in shared memory, each thread's lse and D_i (rows g, g + 8) in registers, dQ_i in
+// registers. K_j and V_j tiles of kBc keys stream through a cp.async ring of C::kStages stages
+// (under the causal mask only up to the tile holding the block's last query). Per tile:
+//   S = Q_i K_j^T, P = exp(c S - lse), dP = dO_i V_j^T, dS = P o (dP - D), dQ_i += dS K_j
+// (dS's accumulators rounded to bf16 are the A fragments; K_j by ldmatrix.trans as B). It
+// recomputes S and dP, which the main kernel had: 4 of the 2 S^2 D products instead of 1, so the
+// backward does 14 B H S^2 D FLOPs in all (the 10 counted), in exchange for no fp32 atomics, no
+// accumulator (dQ written once, in bf16) and no dS^T in shared memory in the main kernel.
+template <class C>
+struct DqSmem {
+  bf16 *q, *dout, *k, *v;  // q, dout: [kBr][kLd]; k, v: kStages x [kBc][kLd]
+  __device__ explicit DqSmem(unsigned char* raw) {
+    q = reinterpret_cast<bf16*>(raw);
+    dout = q + C::kQElems;
+    k = dout + C::kQElems;
+    v = k + C::kStages * C::kKVElems;
+  }
+  static constexpr size_t kBytes = sizeof(bf16) * (2 * C::kQElems + 2 * C::kStages * C::kKVElems);
+};
+
+// Starts the copy of key tile `tile` (K, V) into its stage and commits the group (empty past the
+// last tile).
+template <class C>
+__device__ __forceinline__ void issue_key_tile(const DqSmem<C>& sm, const bf16* kg, const bf16* vg,
+                                               int tile, int num_tiles, int s, int tid) {
+  if (tile < num_tiles) {
+    const int st = tile % C::kStages;
+    load_rows_async<C, C::kBc>(sm.k + st * C::kKVElems, kg, tile * C::kBc, s, tid);
+    load_rows_async<C, C::kBc>(sm.v + st * C::kKVElems, vg, tile * C::kBc, s, tid);
+  }
+  cp_async_commit();
+}
+
+// One key tile for one warp's 16 queries. Accumulator element acc[n][e] is query
+// qw0 + g + 8 (e / 2), key j0 + 8 n + 2 t4 + e % 2. m2[h]: lse x log2 e of row g + 8 h; dl[h]: D.
+template <class C, bool kMask>
+__device__ __forceinline__ void bwd_v2b_dq_tile(float (&dq)[C::kD / 8][4], const bf16* sq_w,
+                                                const bf16* sdo_w, const bf16* sk, const bf16* sv,
+                                                const float (&m2)[2], const float (&dl)[2], int qw0,
+                                                int j0, int s, bool causal, float scale_log2,
+                                                int lane) {
+  constexpr int kD = C::kD, kBc = C::kBc, kLd = C::kLd;
+  constexpr int kNT = kBc / 8;  // 8-key n-tiles of S
+  const int g = lane / 4, t4 = lane % 4;
+  const int a_off = (lane % 16) * kLd + (lane / 16) * 8;
+  const int bn_off = ((lane / 16) * 8 + lane % 8) * kLd + ((lane / 8) % 2) * 8;
+  const int bt_off = (((lane / 8) % 2) * 8 + lane % 8) * kLd + (lane / 16) * 8;
+
+  // ---- S = Q_i K_j^T and dP = dO_i V_j^T: 16 queries x kBc keys each ----
+  float sacc[kNT][4], pacc[kNT][4];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.f;
+    pacc[n][0] = pacc[n][1] = pacc[n][2] = pacc[n][3] = 0.f;
+  }
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    uint32_t qa[4], oa[4];
+    ldmatrix_x4(qa, sq_w + a_off + 16 * kk);
+    ldmatrix_x4(oa, sdo_w + a_off + 16 * kk);
+#pragma unroll
+    for (int jp = 0; jp < kBc / 16; ++jp) {
+      uint32_t kb[4], vb[4];
+      ldmatrix_x4(kb, sk + 16 * jp * kLd + bn_off + 16 * kk);
+      ldmatrix_x4(vb, sv + 16 * jp * kLd + bn_off + 16 * kk);
+      const uint32_t k0[2] = {kb[0], kb[1]}, k1[2] = {kb[2], kb[3]};
+      const uint32_t v0[2] = {vb[0], vb[1]}, v1[2] = {vb[2], vb[3]};
+      mma_bf16_16816(sacc[2 * jp], qa, k0);
+      mma_bf16_16816(sacc[2 * jp + 1], qa, k1);
+      mma_bf16_16816(pacc[2 * jp], oa, v0);
+      mma_bf16_16816(pacc[2 * jp + 1], oa, v1);
+    }
+  }
+
+  // ---- P, then dS = P o (dP - D) in bf16 pairs (dsp[n][h]: row g + 8 h, keys 8 n + 2 t4, +1) --
+  uint32_t dsp[kNT][2];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    float ds[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float p = fast_exp2(fmaf(sacc[n][e], scale_log2, -m2[e / 2]));
+      if constexpr (kMask) {
+        const int query = qw0 + g + 8 * (e / 2), key = j0 + 8 * n + 2 * t4 + e % 2;
+        if (key >= s || query >= s || (causal && key > query)) p = 0.f;
+      }
+      ds[e] = p * (pacc[n][e] - dl[e / 2]);
+    }
+    dsp[n][0] = pack_bf16(ds[0], ds[1]);
+    dsp[n][1] = pack_bf16(ds[2], ds[3]);
+  }
+
+  // ---- dQ_i += dS K_j: M = 16 queries, N = kD, K = kBc keys; B = K_j [key][d] by .trans ----
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk) {
+    const uint32_t da[4] = {dsp[2 * kk][0], dsp[2 * kk][1], dsp[2 * kk + 1][0], dsp[2 * kk + 1][1]};
+#pragma unroll
+    for (int jp = 0; jp < kD / 16; ++jp) {
+      uint32_t kb[4];
+      ldmatrix_x4_trans(kb, sk + 16 * kk * kLd + bt_off + 16 * jp);
+      const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+      mma_bf16_16816(dq[2 * jp], da, b0);
+      mma_bf16_16816(dq[2 * jp + 1], da, b1);
+    }
+  }
+}
+
+// One block per (query tile, head); blocks of one head consecutive (K and V shared in L2), the
+// last query tile first (under the causal mask it has the most key tiles).
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
+    bwd_v2b_dq_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
+                      const bf16* __restrict__ v, const bf16* __restrict__ dout,
+                      const float* __restrict__ lse, const float* __restrict__ delta,
+                      bf16* __restrict__ dq, int s, bool causal, float scale, int num_query_tiles) {
+  constexpr int kD = C::kD, kBr = C::kBr, kBc = C::kBc, kLd = C::kLd;
+  constexpr int kDT = kD / 8;
+  static_assert(kBr == 16 * C::kWarps, "one m-tile of 16 queries per warp");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const DqSmem<C> sm(smem_raw);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const int64_t bh = blockIdx.x / num_query_tiles;
+  const int i0 = (num_query_tiles - 1 - static_cast<int>(blockIdx.x % num_query_tiles)) * kBr;
+  const size_t base = size_t(bh) * s * kD;
+  const bf16* kg = k + base;
+  const bf16* vg = v + base;
+  const int qw0 = i0 + 16 * warp;  // the warp's first query
+  const float scale_log2 = scale * kLog2e;
+
+  const int kv_end = causal ? min(s, i0 + kBr) : s;
+  const int num_tiles = gpu100::ceil_div(kv_end, kBc);
+
+  // Prologue: Q_i and dO_i with key tile 0 in one group, then the next kStages - 1 key tiles.
+  load_rows_async<C, kBr>(sm.q, q + base, i0, s, tid);
+  load_rows_async<C, kBr>(sm.dout, dout + base, i0, s, tid);
+#pragma unroll
+  for (int st = 0; st < C::kStages; ++st) issue_key_tile<C>(sm, kg, vg, st, num_tiles, s, tid);
+
+  // This thread's rows g and g + 8: lse x log2 e and D (0 past S; those rows are masked).
+  float m2[2], dl[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = qw0 + g + 8 * h;
+    m2[h] = row < s ? lse[size_t(bh) * s + row] * kLog2e : 0.f;
+    dl[h] = row < s ? delta[size_t(bh) * s + row] : 0.f;
+  }
+  float dqa[kDT][4];
+#pragma unroll
+  for (int j = 0; j < kDT; ++j) dqa[j][0] = dqa[j][1] = dqa[j][2] = dqa[j][3] = 0.f;
+
+  const bool queries_tail = i0 + kBr > s;
+  for (int t = 0; t < num_tiles; ++t) {
+    const int st = t % C::kStages, j0 = t * kBc;
+    cp_async_wait<C::kStages - 1>();  // this thread's copies of tile t (and Q, dO) have landed...
+    __syncthreads();                  // ...and everyone's
+    const bf16* sk = sm.k + st * C::kKVElems;
+    const bf16* sv = sm.v + st * C::kKVElems;
+    const bool masked = queries_tail || j0 + kBc > s || (causal && j0 + kBc - 1 > i0);
+    if (masked) {
+      bwd_v2b_dq_tile<C, true>(dqa, sm.q + 16 * warp * kLd, sm.dout + 16 * warp * kLd, sk, sv, m2,
+                               dl, qw0, j0, s, causal, scale_log2, lane);
+    } else {
+      bwd_v2b_dq_tile<C, false>(dqa, sm.q + 16 * warp * kLd, sm.dout + 16 * warp * kLd, sk, sv, m2,
+                                dl, qw0, j0, s, causal, scale_log2, lane);
+    }
+    __syncthreads();  // every warp is done with this stage's K and V
+    issue_key_tile<C>(sm, kg, vg, t + C::kStages, num_tiles, s, tid);
+  }
+
+  // ---- epilogue: dQ = c x the accumulator, bf16, 4-byte stores of column pairs ----
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = qw0 + g + 8 * h;
+    if (row < s) {
+      bf16* dqr = dq + base + size_t(row) * kD;
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        *reinterpret_cast<uint32_t*>(dqr + 8 * j + 2 * t4) =
+            pack_bf16(dqa[j][2 * h] * scale, dqa[j][2 * h + 1] * scale);
+      }
+    }
+  }
+}
+
 // ---- workspace: [dQ accumulator: B H S D fp32][D_i: B H S fp32] --------------------------------
 size_t dq_acc_bytes(const AttentionShape& s) {
   return gpu100::round_up(size_t(s.elements()) * sizeof(float), kAlign);
@@ -475,21 +673,74 @@ unsigned row_grid(int64_t rows) {
       std::min<int64_t>(gpu100::ceil_div<int64_t>(rows, kRowWarps), int64_t(1) << 20));
 }
 
-template <class C>
+template <class C, bool kDqAtomic>
 void launch_main(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* delta,
                  float* dq_acc, cudaStream_t stream) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(bwd_v2_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(bwd_v2_kernel<C, kDqAtomic>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
     return true;
   }();
   (void)attr_set;
   const int num_key_tiles = gpu100::ceil_div(s.s, C::kBc);
   const int64_t blocks = s.heads() * num_key_tiles;
-  bwd_v2_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
-      t.q, t.k, t.v, t.dout, t.lse, delta, dq_acc, t.dk, t.dv, s.s, s.causal, softmax_scale(s.d),
-      num_key_tiles);
+  bwd_v2_kernel<C, kDqAtomic>
+      <<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+          t.q, t.k, t.v, t.dout, t.lse, delta, dq_acc, t.dk, t.dv, s.s, s.causal,
+          softmax_scale(s.d), num_key_tiles);
   CUDA_CHECK_LAST();
+}
+
+template <class C>
+void launch_dq_pass(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* delta,
+                    cudaStream_t stream) {
+  constexpr size_t kBytes = DqSmem<C>::kBytes;
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(bwd_v2b_dq_kernel<C>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const int num_query_tiles = gpu100::ceil_div(s.s, C::kBr);
+  const int64_t blocks = s.heads() * num_query_tiles;
+  bwd_v2b_dq_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, kBytes, stream>>>(
+      t.q, t.k, t.v, t.dout, t.lse, delta, t.dq, s.s, s.causal, softmax_scale(s.d),
+      num_query_tiles);
+  CUDA_CHECK_LAST();
+}
+
+// The shapes a launcher refuses (one line), beyond check_shape's.
+std::string refusal_for(const char* name, const AttentionShape& s) {
+  if (s.d != 64 && s.d != 128) {
+    return fmt::format("{}: D must be 64 or 128 (got D = {})", name, s.d);
+  }
+  if (s.heads() * gpu100::ceil_div<int64_t>(s.s, 64) > int64_t(0x7fffffff)) {
+    return fmt::format("{}: {} needs more than 2^31 - 1 blocks", name, shape_label(s));
+  }
+  return "";
+}
+
+// The checks both launchers make, in order, before any CUDA call.
+void check_arguments(const char* name, const AttentionShape& s, const BackwardTensors<bf16>& t,
+                     void* workspace, size_t workspace_bytes, size_t need) {
+  check_shape(s);
+  if (const std::string why = refusal_for(name, s); !why.empty()) throw std::invalid_argument(why);
+  if (t.any_null() || workspace == nullptr) {
+    throw std::invalid_argument(fmt::format("{}: null tensors or workspace", name));
+  }
+  const void* const pointers[] = {t.q, t.k, t.v, t.o, t.dout, t.dq, t.dk, t.dv, workspace};
+  for (const void* p : pointers) {
+    if (!gpu100::aligned16(p)) {
+      throw std::invalid_argument(
+          fmt::format("{}: the bf16 tensors and the workspace must be 16-byte aligned", name));
+    }
+  }
+  if (workspace_bytes < need) {
+    throw std::invalid_argument(
+        fmt::format("{}: a workspace of {} bytes, {} needed", name, workspace_bytes, need));
+  }
+  gpu100::require_build(gpu100::ArchNeed::kSm80, name);
 }
 
 }  // namespace
@@ -497,36 +748,20 @@ void launch_main(const AttentionShape& s, const BackwardTensors<bf16>& t, const 
 size_t bwd_v2_workspace_bytes(const AttentionShape& s) {
   return workspace_for(s);
 }
+size_t bwd_v2b_workspace_bytes(const AttentionShape& s) {
+  return size_t(s.rows()) * sizeof(float);  // D_i only: dQ is written once, in bf16
+}
 
 std::string bwd_v2_refusal(const AttentionShape& s) {
-  if (s.d != 64 && s.d != 128) {
-    return fmt::format("bwd_v2_flash_mma: D must be 64 or 128 (got D = {})", s.d);
-  }
-  if (s.heads() * gpu100::ceil_div<int64_t>(s.s, 64) > int64_t(0x7fffffff)) {
-    return fmt::format("bwd_v2_flash_mma: {} needs more than 2^31 - 1 blocks", shape_label(s));
-  }
-  return "";
+  return refusal_for("bwd_v2_flash_mma", s);
+}
+std::string bwd_v2b_refusal(const AttentionShape& s) {
+  return refusal_for("bwd_v2b_flash_mma_dq_pass", s);
 }
 
 void attention_bwd_v2_flash_mma(const AttentionShape& s, const BackwardTensors<bf16>& t,
                                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  check_shape(s);
-  if (const std::string why = bwd_v2_refusal(s); !why.empty()) throw std::invalid_argument(why);
-  if (t.any_null() || workspace == nullptr) {
-    throw std::invalid_argument("bwd_v2_flash_mma: null tensors or workspace");
-  }
-  const void* const pointers[] = {t.q, t.k, t.v, t.o, t.dout, t.dq, t.dk, t.dv, workspace};
-  for (const void* p : pointers) {
-    if (!gpu100::aligned16(p)) {
-      throw std::invalid_argument(
-          "bwd_v2_flash_mma: the bf16 tensors and the workspace must be 16-byte aligned");
-    }
-  }
-  if (workspace_bytes < workspace_for(s)) {
-    throw std::invalid_argument(fmt::format("bwd_v2_flash_mma: a workspace of {} bytes, {} needed",
-                                            workspace_bytes, workspace_for(s)));
-  }
-  gpu100::require_build(gpu100::ArchNeed::kSm80, "bwd_v2_flash_mma");
+  check_arguments("bwd_v2_flash_mma", s, t, workspace, workspace_bytes, workspace_for(s));
   auto* ws = static_cast<char*>(workspace);
   float* dq_acc = reinterpret_cast<float*>(ws);
   float* delta = reinterpret_cast<float*>(ws + dq_acc_bytes(s));
@@ -536,15 +771,36 @@ void attention_bwd_v2_flash_mma(const AttentionShape& s, const BackwardTensors<b
                                                                        rows, s.d);
   CUDA_CHECK_LAST();
   if (s.d == 64) {
-    launch_main<BwdD64>(s, t, delta, dq_acc, stream);
+    launch_main<BwdD64, true>(s, t, delta, dq_acc, stream);
   } else {
-    launch_main<BwdD128>(s, t, delta, dq_acc, stream);
+    launch_main<BwdD128, true>(s, t, delta, dq_acc, stream);
   }
   const int64_t n4 = s.elements() / 4;  // D % 16 == 0
   const unsigned grid = static_cast<unsigned>(
       std::min<int64_t>(gpu100::ceil_div<int64_t>(n4, 256), int64_t(1) << 20));
   bwd_v2_postpass_kernel<<<grid, 256, 0, stream>>>(dq_acc, t.dq, n4, softmax_scale(s.d));
   CUDA_CHECK_LAST();
+}
+
+void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape& s, const BackwardTensors<bf16>& t,
+                                         void* workspace, size_t workspace_bytes,
+                                         cudaStream_t stream) {
+  check_arguments("bwd_v2b_flash_mma_dq_pass", s, t, workspace, workspace_bytes,
+                  bwd_v2b_workspace_bytes(s));
+  float* delta = static_cast<float*>(workspace);
+  const int64_t rows = s.rows();
+  bwd_v2_prepass_kernel<<<row_grid(rows), 32 * kRowWarps, 0, stream>>>(t.dout, t.o, delta, nullptr,
+                                                                       rows, s.d);
+  CUDA_CHECK_LAST();
+  // The two kernels are independent given D_i (dK, dV from one, dQ from the other); one stream
+  // runs them one after the other.
+  if (s.d == 64) {
+    launch_main<BwdD64, false>(s, t, delta, nullptr, stream);
+    launch_dq_pass<BwdD64>(s, t, delta, stream);
+  } else {
+    launch_main<BwdD128, false>(s, t, delta, nullptr, stream);
+    launch_dq_pass<BwdD128>(s, t, delta, stream);
+  }
 }
 
 }  // namespace day05

@@ -253,7 +253,7 @@ TEST_CASE("backward reference: one head writes every value of its own head, and 
   }
 }
 
-TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2 and cuDNN's backward",
+TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2, v2b and cuDNN's backward",
           "[cpu]") {
   const auto& vs = day05::attention_backward_variants();
   REQUIRE(vs.size() >= 3);
@@ -273,6 +273,12 @@ TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2 and cuD
   CHECK(vs[2].bf16 == day05::attention_bwd_v2_flash_mma);
   CHECK_FALSE(vs[2].is_library);
   CHECK(vs[2].needs == gpu100::ArchNeed::kSm80);  // mma.sync bf16, cp.async
+  REQUIRE(vs.size() >= 5);
+  CHECK(std::strcmp(vs[3].name, "bwd_v2b_flash_mma_dq_pass") == 0);  // v2 with the dQ pass
+  CHECK(vs[3].precision == day05::Precision::kBf16);
+  CHECK(vs[3].bf16 == day05::attention_bwd_v2b_flash_mma_dq_pass);
+  CHECK_FALSE(vs[3].is_library);
+  CHECK(vs[3].needs == gpu100::ArchNeed::kSm80);
   const day05::AttentionBackwardVariant* cudnn = day05::find_backward_variant("cudnn_sdpa_bwd");
   REQUIRE(cudnn != nullptr);
   CHECK(cudnn == &vs.back());  // the library row comes last, after the ladder's rungs
@@ -318,7 +324,8 @@ TEST_CASE("bwd v1: head chunks, workspace and the S x S budget", "[cpu]") {
   CHECK(why.find('\n') == std::string::npos);
 }
 
-TEST_CASE("bwd v2: workspace, the D it takes, and its refusals before any CUDA call", "[cpu]") {
+TEST_CASE("bwd v2 and v2b: workspace, the D they take, and their refusals before any CUDA call",
+          "[cpu]") {
   using day05::AttentionShape;
   // [dQ accumulator: B H S D fp32, on a 256-byte boundary][D_i: B H S fp32].
   CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{1, 2, 64, 64}) ==
@@ -326,6 +333,11 @@ TEST_CASE("bwd v2: workspace, the D it takes, and its refusals before any CUDA c
   CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{1, 1, 3, 64}) == 768 + 3 * 4);
   CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{8, 16, 4096, 128}) ==
         size_t(8) * 16 * 4096 * 128 * 4 + size_t(8) * 16 * 4096 * 4);
+  // v2b: D_i only, B H S fp32.
+  CHECK(day05::bwd_v2b_workspace_bytes(AttentionShape{1, 2, 77, 64}) == 2 * 77 * 4);
+  CHECK(day05::bwd_v2b_refusal(AttentionShape{1, 1, 77, 128}).empty());
+  CHECK(day05::bwd_v2b_refusal(AttentionShape{1, 1, 77, 40})
+            .find("bwd_v2b_flash_mma_dq_pass: D must be 64 or 128") == 0);
   CHECK(day05::bwd_v2_refusal(AttentionShape{1, 1, 77, 64}).empty());
   CHECK(day05::bwd_v2_refusal(AttentionShape{1, 1, 1, 128, true}).empty());
   for (int d : {40, 32, 96, 256}) {
@@ -367,6 +379,19 @@ TEST_CASE("bwd v2: workspace, the D it takes, and its refusals before any CUDA c
   misaligned.dk = p + 1;  // 2 bytes off
   CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, misaligned, buf, need, nullptr); },
                 "16-byte aligned"));
+  const size_t need_b = day05::bwd_v2b_workspace_bytes(sh);
+  CHECK(
+      refused([&] { day05::attention_bwd_v2b_flash_mma_dq_pass(sh, t, buf, need_b - 1, nullptr); },
+              "a workspace of"));
+  CHECK(refused(
+      [&] {
+        day05::attention_bwd_v2b_flash_mma_dq_pass(AttentionShape{1, 1, 4, 96}, t, buf, need,
+                                                   nullptr);
+      },
+      "D must be 64 or 128"));
+  CHECK(refused(
+      [&] { day05::attention_bwd_v2b_flash_mma_dq_pass(sh, misaligned, buf, need, nullptr); },
+      "16-byte aligned"));
 }
 
 TEST_CASE("the backward launchers refuse bad arguments before any CUDA call", "[cpu]") {

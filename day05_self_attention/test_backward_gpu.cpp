@@ -183,7 +183,17 @@ TEST_CASE("bwd_v2_flash_mma matches the CPU at awkward sizes", "[gpu]") {
   CHECK(check_backward_matrix("bwd_v2_flash_mma", 1200) == int(taken));
 }
 
-TEST_CASE("bwd_v2_flash_mma refuses a D it has no tiling for", "[gpu]") {
+TEST_CASE("bwd_v2b_flash_mma_dq_pass matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2b_flash_mma_dq_pass")->needs,
+                       "bwd_v2b_flash_mma_dq_pass");
+  const auto shapes = backward_shapes();
+  const auto taken =
+      std::count_if(shapes.begin(), shapes.end(),
+                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
+  CHECK(check_backward_matrix("bwd_v2b_flash_mma_dq_pass", 1300) == int(taken));
+}
+
+TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
   const auto sh = shape(1, 2, 77, 40, false);
   const size_t n = static_cast<size_t>(sh.elements());
@@ -197,6 +207,9 @@ TEST_CASE("bwd_v2_flash_mma refuses a D it has no tiling for", "[gpu]") {
   CHECK_THROWS_AS(day05::attention_bwd_v2_flash_mma(sh, bt, ws.data(), ws.bytes(), nullptr),
                   std::invalid_argument);
   CHECK(day05::bwd_v2_refusal(sh).find("D must be 64 or 128") != std::string::npos);
+  CHECK_THROWS_AS(
+      day05::attention_bwd_v2b_flash_mma_dq_pass(sh, bt, ws.data(), ws.bytes(), nullptr),
+      std::invalid_argument);
 }
 
 TEST_CASE("cudnn_sdpa_bwd (cuDNN's fused backward, the bf16 library row) matches the CPU",
