@@ -100,7 +100,7 @@ void attention_bwd_v2_flash_mma(const AttentionShape&, const BackwardTensors<__n
                                 size_t, cudaStream_t);
 size_t bwd_v2_workspace_bytes(const AttentionShape& s);  // B H S D + B H S floats
 std::string bwd_v2_refusal(const AttentionShape& s);
-// bwd v2b (the same file): bwd v2 with FlashAttention-2's other dQ: a second kernel per query tile
+// bwd v2b (the same file): bwd v2 with a separate dQ pass: a second kernel per query tile
 // loops over the key tiles and recomputes S and dP, so dQ needs no atomics and no accumulator.
 void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape&,
                                          const BackwardTensors<__nv_bfloat16>&, void*, size_t,

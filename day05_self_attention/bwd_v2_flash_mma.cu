@@ -1,4 +1,4 @@
-// bwd_v2_flash_mma: FlashAttention-2's tiled backward (Dao 2023, section 3.2 / algorithm 2) on
+// bwd_v2_flash_mma: FlashAttention-2's tiled backward (Dao 2023, its backward algorithm) on
 // mma.sync.m16n8k16 bf16 with fp32 accumulation: the second rung of the backward ladder
 // (attention_backward.hpp has the math; v4_flash_bf16.cu the forward whose fragment tricks this
 // reuses). What changed from bwd v1: no S x S matrix in memory. One block owns a tile of Bc = 64
@@ -8,16 +8,15 @@
 //   dV_j += P^T dO_i          (P^T's accumulators rounded to bf16 are the A fragments: v4's trick)
 //   dP^T = V_j dO_i^T  ->  dS^T = P^T o (dP^T - D_i)
 //   dK_j += dS^T Q_i          (A from registers again)
-//   dQ_i += dS K_j            (dS^T staged in shared memory, read back transposed by
-//   ldmatrix.trans;
-//                              the [Br x D] partial added to an fp32 accumulator by atomics)
+//   dQ_i += dS K_j            (dS^T through shared memory, read back by ldmatrix.trans; the
+//                              [Br x D] partial added to an fp32 accumulator by atomics)
 // Three kernels: a pre-pass (D_i = dO_i . O_i, the fp32 dQ accumulator zeroed), the main kernel,
 // a post-pass (dQ = c x the accumulator, rounded to bf16). Why it is faster than v1: every score
 // lives in registers (bf16 for a moment in shared memory for dQ), so the DRAM bytes are O(S D)
 // per head and the time is the five products' on the tensor cores. What it costs: dQ's partial
 // sums go through L2 as fp32 atomics, S / Bc of them per element of dQ (64 at S = 4096), and the
 // S^T and dP^T products recompute what the forward and dV already had.
-// bwd_v2b_flash_mma_dq_pass (this file too) gets dQ the other way FlashAttention-2 describes: the
+// bwd_v2b_flash_mma_dq_pass (this file too) gets dQ without atomics, by a separate pass: the
 // main kernel without dQ, then bwd_v2b_dq_kernel, one block per query tile looping over the key
 // tiles (S and dP recomputed), dQ in registers and written once: no atomics, 1.4x the mma work.
 #include <cuda_bf16.h>
@@ -472,7 +471,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   }
 }
 
-// ---- bwd v2b's dQ pass: FlashAttention-2's other way to get dQ, without atomics ----------------
+// ---- bwd v2b's dQ pass: dQ without atomics ------------------------------------------------------
 // One block per (query tile of kBr = 64 rows, head), 4 warps x 16 queries (the mma's M); Q_i and
 // dO_i stay in shared memory, each thread's lse and D_i (rows g, g + 8) in registers, dQ_i in
 // registers. K_j and V_j tiles of kBc keys stream through a cp.async ring of C::kStages stages
