@@ -46,6 +46,13 @@ export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 jobs=$(nproc 2>/dev/null || echo 4)
 ctest_jobs=${CTEST_JOBS:-6}
 status=0
+# The output ctest printed for each failed or timed-out test: the lines after its result line, up
+# to the next test's, at most 60 per test, each prefixed with "  | ".
+failed_output() {
+  awk '/[*][*][*](Failed|Timeout)|[*][*][*]Exception/ { on = 1; n = 0; print "  | " $0; next }
+       on && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/ || /tests passed|tests failed/) { on = 0 }
+       on && n < 60 { print "  | " $0; n++ }' "$1"
+}
 for b in "${builds[@]}"; do
   start=$(date +%s)
   if [ "$b" = setup ]; then
@@ -86,6 +93,9 @@ for b in "${builds[@]}"; do
       "built in ${built} s, $warnings warning lines; ctest in ${tested} s:" \
       "$(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n1)"
     grep -E '\((Failed|Skipped|Timeout)\)|Not Run' "$dir/ctest.log" | sed 's/^[[:space:]]*/  /'
+    # What each failed test printed (ctest --output-on-failure), up to 60 lines a test, so that a
+    # failure can be read from OUT alone (the build folder stays on the machine that ran it).
+    failed_output "$dir/ctest.log"
     # Each skip's reason, as the skipped test printed it.
     grep -hoE 'GPU100_SKIP: .*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u |
       sed 's/^GPU100_SKIP: /  reason: /'
