@@ -35,6 +35,7 @@
 #include "common/cublas_check.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "cublas_handle.hpp"
 
 namespace day05 {
 
@@ -45,17 +46,6 @@ using bf16 = __nv_bfloat16;
 constexpr int kWarpsPerBlock = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr size_t kAlign = 256;  // each buffer of the workspace starts on this boundary
-
-// One cuBLAS handle per host thread, created at first use (creation takes milliseconds).
-cublasHandle_t handle() {
-  struct Handle {
-    cublasHandle_t h = nullptr;
-    Handle() { CUBLAS_CHECK(cublasCreate(&h)); }
-    ~Handle() { cublasDestroy(h); }
-  };
-  thread_local Handle handle;
-  return handle.h;
-}
 
 // ---- element access: fp32 in registers whatever the storage -----------------------------------
 
@@ -269,7 +259,7 @@ void bwd_v1(const char* name, const AttentionShape& s, const BackwardTensors<T>&
       <<<grid_for(all_rows), 32 * kWarpsPerBlock, 0, stream>>>(t.dout, t.o, delta, all_rows, s.d);
   CUDA_CHECK_LAST();
 
-  cublasHandle_t h = handle();
+  cublasHandle_t h = cublas_handle();
   CUBLAS_CHECK(cublasSetStream(h, stream));
   const int n = s.s, d = s.d;
   const long long head = static_cast<long long>(n) * d;

@@ -16,6 +16,7 @@
 #include "common/cublas_check.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "cublas_handle.hpp"
 
 namespace day05 {
 
@@ -23,17 +24,6 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr float kLog2e = 1.4426950408889634f;
-
-// One handle per host thread, created at first use.
-cublasHandle_t handle() {
-  struct Handle {
-    cublasHandle_t h = nullptr;
-    Handle() { CUBLAS_CHECK(cublasCreate(&h)); }
-    ~Handle() { cublasDestroy(h); }
-  };
-  thread_local Handle handle;
-  return handle.h;
-}
 
 // Merges the running (max, sum) of another lane into this one: sum is relative to max.
 __device__ __forceinline__ void merge(float& m, float& l, float m2, float l2) {
@@ -112,7 +102,7 @@ void attention_v2_cublas(const AttentionShape& s, const float* q, const float* k
   if (workspace_bytes < v2_workspace_bytes(s)) {
     throw std::invalid_argument("v2_cublas: workspace too small");
   }
-  cublasHandle_t h = handle();
+  cublasHandle_t h = cublas_handle();
   CUBLAS_CHECK(cublasSetStream(h, stream));
   float* scores = static_cast<float*>(workspace);
   const long long head = static_cast<long long>(s.s) * s.d;
