@@ -1,9 +1,7 @@
 // day05: the backward registry (the binary's --backward rows, the tests and the README's backward
 // table), the forward's registry's counterpart. The ladder's rungs come before the library row:
-// bwd_v1_cublas and bwd_v2_flash_mma (mma.sync), then bwd_v3_flash_wgmma (Hopper) when it exists.
-// bwd_v2b_flash_mma_dq_pass (bwd_v2_flash_mma.cu) is not listed: it failed one of its GPU tests in
-// the 80-virtual build (the README's backward ladder says more), so it stays out of the rows and
-// the tests until that is understood.
+// bwd_v1_cublas, bwd_v2_flash_mma and bwd_v2b_flash_mma_dq_pass (mma.sync), then
+// bwd_v3_flash_wgmma (Hopper) when it exists.
 #include <string>
 #include <vector>
 
@@ -28,6 +26,11 @@ const std::vector<AttentionBackwardVariant>& attention_backward_variants() {
        "on chip and walks the query tiles, P and dS recomputed in registers, dQ by fp32 atomics",
        P::kBf16, nullptr, attention_bwd_v2_flash_mma, bwd_v2_workspace_bytes, bwd_v2_refusal, false,
        gpu100::ArchNeed::kSm80},
+      {"bwd_v2b_flash_mma_dq_pass",
+       "bwd_v2_flash_mma without atomics: dK, dV as there, dQ by a second kernel per query tile "
+       "that loops over the key tiles (S and dP recomputed), written once in bf16",
+       P::kBf16, nullptr, attention_bwd_v2b_flash_mma_dq_pass, bwd_v2b_workspace_bytes,
+       bwd_v2b_refusal, false, gpu100::ArchNeed::kSm80},
       {"cudnn_sdpa_bwd",
        "cuDNN's fused attention backward (the frontend's sdpa_backward; PyTorch's SDPA backward on "
        "its cuDNN backend): the bf16 rows' library",

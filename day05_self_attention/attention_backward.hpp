@@ -37,10 +37,11 @@ struct BackwardReference {
   std::vector<double> dq, dk, dv;  // [B, H, S, D]
   // Each gradient element's scale, the sum of the absolute values of the terms it adds up (as
   // abs_o is for O): an error is measured against tol x this, so a cancelling sum is not held to a
-  // tighter bound than the rounding of its terms allows.
+  // tighter bound than the rounding of its terms allows. dP_ij and D_i are themselves dot products
+  // whose rounding scales with their absolute terms, so they enter by those:
   //   abs_dv[j] = sum_i P_ij |dO_i|
-  //   abs_dq[i] = c sum_j P_ij (|dP_ij| + |D_i|) |K_j|,  abs_dk[j] = c sum_i P_ij (|dP_ij| + |D_i|)
-  //   |Q_i|
+  //   abs_dq[i] = c sum_j P_ij (|dO_i|.|V_j| + |dO_i|.abs_o_i) |K_j|,  abs_o_i = sum_j P_ij |V_j|
+  //   abs_dk[j] = c sum_i P_ij (|dO_i|.|V_j| + |dO_i|.abs_o_i) |Q_i|
   std::vector<double> abs_dq, abs_dk, abs_dv;
   std::vector<double> o;      // [B, H, S, D]: the forward's output, recomputed in double
   std::vector<double> lse;    // [B, H, S]: the row log-sum-exp
@@ -102,8 +103,6 @@ size_t bwd_v2_workspace_bytes(const AttentionShape& s);  // B H S D + B H S floa
 std::string bwd_v2_refusal(const AttentionShape& s);
 // bwd v2b (the same file): bwd v2 with a separate dQ pass: a second kernel per query tile
 // loops over the key tiles and recomputes S and dP, so dQ needs no atomics and no accumulator.
-// Not in the registry: it failed one of its GPU tests in the 80-virtual build (the README says
-// more); its launcher's argument checks are still tested.
 void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape&,
                                          const BackwardTensors<__nv_bfloat16>&, void*, size_t,
                                          cudaStream_t);

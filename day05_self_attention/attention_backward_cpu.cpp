@@ -26,7 +26,8 @@ double attention_backward_head_cpu(const AttentionShape& s, const float* q, cons
   std::fill_n(r.dv.begin() + base, size_t(n) * d, 0.0);
   std::fill_n(r.abs_dk.begin() + base, size_t(n) * d, 0.0);
   std::fill_n(r.abs_dv.begin() + base, size_t(n) * d, 0.0);
-  std::vector<double> p(static_cast<size_t>(n)), dp(static_cast<size_t>(n));
+  std::vector<double> p(static_cast<size_t>(n)), dp(static_cast<size_t>(n)),
+      dp_abs(static_cast<size_t>(n)), abs_oi(static_cast<size_t>(d));
   double flops = 0;
   for (int i = 0; i < n; ++i) {
     const int keys = s.causal ? i + 1 : n;
@@ -34,22 +35,34 @@ double attention_backward_head_cpu(const AttentionShape& s, const float* q, cons
     const float* doi = dout + base + size_t(i) * d;
     // P_i = softmax(c q_i K^T) over the unmasked keys.
     r.lse[row_base + i] = attention_probs_cpu(s, q, k, bh, i, p.data());
-    // O_i = P_i V, then D_i = dO_i . O_i.
+    // O_i = P_i V (and its scale sum_j P_ij |V_j|, the forward's abs_o), then D_i = dO_i . O_i
+    // and its scale delta_abs = sum_e |dO_ie| abs_o_ie.
     double* oi = &r.o[base + size_t(i) * d];
     std::fill_n(oi, d, 0.0);
+    std::fill(abs_oi.begin(), abs_oi.end(), 0.0);
     for (int j = 0; j < keys; ++j) {
       const float* vj = v + base + size_t(j) * d;
-      for (int e = 0; e < d; ++e) oi[e] += p[j] * double(vj[e]);
+      for (int e = 0; e < d; ++e) {
+        oi[e] += p[j] * double(vj[e]);
+        abs_oi[e] += p[j] * std::fabs(double(vj[e]));
+      }
     }
-    double delta = 0;
-    for (int e = 0; e < d; ++e) delta += double(doi[e]) * oi[e];
+    double delta = 0, delta_abs = 0;
+    for (int e = 0; e < d; ++e) {
+      delta += double(doi[e]) * oi[e];
+      delta_abs += std::fabs(double(doi[e])) * abs_oi[e];
+    }
     r.delta[row_base + i] = delta;
-    // dP_ij = dO_i . V_j.
+    // dP_ij = dO_i . V_j, and its scale sum_e |dO_ie| |V_je|.
     for (int j = 0; j < keys; ++j) {
       const float* vj = v + base + size_t(j) * d;
-      double dot = 0;
-      for (int e = 0; e < d; ++e) dot += double(doi[e]) * double(vj[e]);
+      double dot = 0, dot_abs = 0;
+      for (int e = 0; e < d; ++e) {
+        dot += double(doi[e]) * double(vj[e]);
+        dot_abs += std::fabs(double(doi[e]) * double(vj[e]));
+      }
       dp[j] = dot;
+      dp_abs[j] = dot_abs;
     }
     // dS_ij = P_ij (dP_ij - D_i); row i's terms of dQ_i, of every dK_j and of every dV_j.
     double* dqi = &r.dq[base + size_t(i) * d];
@@ -58,7 +71,7 @@ double attention_backward_head_cpu(const AttentionShape& s, const float* q, cons
     std::fill_n(abs_dqi, d, 0.0);
     for (int j = 0; j < keys; ++j) {
       const double ds = c * p[j] * (dp[j] - delta);
-      const double ds_abs = c * p[j] * (std::fabs(dp[j]) + std::fabs(delta));
+      const double ds_abs = c * p[j] * (dp_abs[j] + delta_abs);
       const float* kj = k + base + size_t(j) * d;
       double* dkj = &r.dk[base + size_t(j) * d];
       double* dvj = &r.dv[base + size_t(j) * d];

@@ -253,7 +253,7 @@ TEST_CASE("backward reference: one head writes every value of its own head, and 
   }
 }
 
-TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2 and cuDNN's backward",
+TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2, v2b and cuDNN's backward",
           "[cpu]") {
   const auto& vs = day05::attention_backward_variants();
   REQUIRE(vs.size() >= 3);
@@ -273,7 +273,12 @@ TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2 and cuD
   CHECK(vs[2].bf16 == day05::attention_bwd_v2_flash_mma);
   CHECK_FALSE(vs[2].is_library);
   CHECK(vs[2].needs == gpu100::ArchNeed::kSm80);  // mma.sync bf16, cp.async
-  CHECK(day05::find_backward_variant("bwd_v2b_flash_mma_dq_pass") == nullptr);  // withdrawn
+  REQUIRE(vs.size() >= 5);
+  CHECK(std::strcmp(vs[3].name, "bwd_v2b_flash_mma_dq_pass") == 0);  // v2 with the dQ pass
+  CHECK(vs[3].precision == day05::Precision::kBf16);
+  CHECK(vs[3].bf16 == day05::attention_bwd_v2b_flash_mma_dq_pass);
+  CHECK_FALSE(vs[3].is_library);
+  CHECK(vs[3].needs == gpu100::ArchNeed::kSm80);
   const day05::AttentionBackwardVariant* cudnn = day05::find_backward_variant("cudnn_sdpa_bwd");
   REQUIRE(cudnn != nullptr);
   CHECK(cudnn == &vs.back());  // the library row comes last, after the ladder's rungs

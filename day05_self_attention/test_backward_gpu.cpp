@@ -183,6 +183,16 @@ TEST_CASE("bwd_v2_flash_mma matches the CPU at awkward sizes", "[gpu]") {
   CHECK(check_backward_matrix("bwd_v2_flash_mma", 1200) == int(taken));
 }
 
+TEST_CASE("bwd_v2b_flash_mma_dq_pass matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2b_flash_mma_dq_pass")->needs,
+                       "bwd_v2b_flash_mma_dq_pass");
+  const auto shapes = backward_shapes();
+  const auto taken =
+      std::count_if(shapes.begin(), shapes.end(),
+                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
+  CHECK(check_backward_matrix("bwd_v2b_flash_mma_dq_pass", 1300) == int(taken));
+}
+
 TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
   const auto sh = shape(1, 2, 77, 40, false);
