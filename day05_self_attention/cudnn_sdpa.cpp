@@ -7,8 +7,6 @@
 // kept.
 #include <algorithm>
 #include <cmath>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -21,9 +19,8 @@
 #include "common/math.hpp"
 
 #if GPU100_HAVE_CUDNN_FRONTEND
-#include <cudnn_frontend.h>
-
 #include "common/cudnn_check.hpp"
+#include "cudnn_sdpa_graph.hpp"
 #endif
 
 namespace day05 {
@@ -38,75 +35,33 @@ size_t lse_bytes(const AttentionShape& s) {
 
 #if GPU100_HAVE_CUDNN_FRONTEND
 namespace fe = cudnn_frontend;
+using cudnn_sdpa_graph::Plan;
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats };
 
-cudnnHandle_t handle() {
-  return gpu100::cudnn_thread_handle();
-}
-
-struct Plan {
-  AttentionShape s;
-  std::shared_ptr<fe::graph::Graph> graph;
-  int64_t workspace = 0;
-  std::string error;  // why cuDNN cannot run this shape ("" when it can)
-};
-
-bool same(const AttentionShape& a, const AttentionShape& b) {
-  return a.b == b.b && a.h == b.h && a.s == b.s && a.d == b.d && a.causal == b.causal;
-}
-
-// The graph for shape s: Q, K, V and O [B, H, S, D] bf16 (D contiguous), fp32 softmax and
-// accumulation, scale 1 / sqrt(D), the causal mask aligned top-left (query i sees keys 0..i, as
-// day05's), and the stats output.
+// The graph for shape s: Q, K, V and O [B, H, S, D] bf16, fp32 softmax and accumulation, scale
+// 1 / sqrt(D), the causal mask aligned top-left (query i sees keys 0..i, as day05's), and the
+// stats output.
 Plan build(const AttentionShape& s) {
-  Plan p;
-  p.s = s;
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe::DataType_t::BFLOAT16)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  const std::vector<int64_t> dim = {s.b, s.h, s.s, s.d};
-  const std::vector<int64_t> stride = {int64_t(s.h) * s.s * s.d, int64_t(s.s) * s.d, s.d, 1};
-  auto tensor = [&](const char* name, Uid uid) {
-    return g->tensor(
-        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(stride));
-  };
-  auto q = tensor("Q", kQ), k = tensor("K", kK), v = tensor("V", kV);
+  auto g = cudnn_sdpa_graph::bf16_graph();
+  auto q = cudnn_sdpa_graph::bhsd_tensor(*g, s, "Q", kQ);
+  auto k = cudnn_sdpa_graph::bhsd_tensor(*g, s, "K", kK);
+  auto v = cudnn_sdpa_graph::bhsd_tensor(*g, s, "V", kV);
   auto opts = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
       1.f / std::sqrt(float(s.d)));
   if (s.causal) opts.set_causal_mask(true);
   auto [o, stats] = g->sdpa(q, k, v, opts);
-  o->set_output(true).set_uid(kO).set_dim(dim).set_stride(stride);
+  o->set_output(true)
+      .set_uid(kO)
+      .set_dim(cudnn_sdpa_graph::bhsd_dim(s))
+      .set_stride(cudnn_sdpa_graph::bhsd_stride(s));
   stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT);
-  const cudnnHandle_t h = handle();
-  // Each step only after the one before it succeeded; the first failure is the refusal's reason.
-  auto ok = [&](fe::error_t st) {
-    if (!st.is_good()) p.error = st.get_message();
-    return st.is_good();
-  };
-  if (!ok(g->validate()) || !ok(g->build_operation_graph(h)) ||
-      !ok(g->create_execution_plans({fe::HeurMode_t::A})) || !ok(g->check_support(h)) ||
-      !ok(g->build_plans(h))) {
-    return p;
-  }
-  if (auto st = g->get_workspace_size(p.workspace); !st.is_good()) {
-    p.error = st.get_message();
-    return p;
-  }
-  p.graph = g;
-  return p;
+  return cudnn_sdpa_graph::finish(s, std::move(g));
 }
 
 const Plan& plan_for(const AttentionShape& s) {
-  static std::mutex m;
-  static std::vector<std::unique_ptr<Plan>> plans;
-  std::lock_guard<std::mutex> lock(m);
-  for (const auto& p : plans) {
-    if (same(p->s, s)) return *p;
-  }
-  plans.push_back(std::make_unique<Plan>(build(s)));
-  return *plans.back();
+  static cudnn_sdpa_graph::PlanCache cache(build);
+  return cache.get(s);
 }
 #endif
 
@@ -166,7 +121,7 @@ void attention_cudnn_sdpa(const AttentionShape& s, const __nv_bfloat16* q, const
     throw std::invalid_argument(fmt::format("cudnn_sdpa: a workspace of {} bytes, {} needed",
                                             workspace_bytes, cudnn_sdpa_workspace_bytes(s)));
   }
-  const cudnnHandle_t h = handle();
+  const cudnnHandle_t h = gpu100::cudnn_thread_handle();
   CUDNN_CHECK(cudnnSetStream(h, stream));
   auto* ws = static_cast<char*>(workspace);
   std::unordered_map<int64_t, void*> ptrs = {{kQ, const_cast<__nv_bfloat16*>(q)},

@@ -10,8 +10,6 @@
 // One graph per shape, built on first use and kept, as the forward's row does.
 #include <algorithm>
 #include <cmath>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -23,9 +21,8 @@
 #include "common/device_info.hpp"
 
 #if GPU100_HAVE_CUDNN_FRONTEND
-#include <cudnn_frontend.h>
-
 #include "common/cudnn_check.hpp"
+#include "cudnn_sdpa_graph.hpp"
 #endif
 
 namespace day05 {
@@ -34,35 +31,17 @@ namespace {
 
 #if GPU100_HAVE_CUDNN_FRONTEND
 namespace fe = cudnn_frontend;
+using cudnn_sdpa_graph::Plan;
 
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV };
 
-struct Plan {
-  AttentionShape s;
-  std::shared_ptr<fe::graph::Graph> graph;
-  int64_t workspace = 0;
-  std::string error;  // why cuDNN cannot run this shape ("" when it can)
-};
-
-bool same(const AttentionShape& a, const AttentionShape& b) {
-  return a.b == b.b && a.h == b.h && a.s == b.s && a.d == b.d && a.causal == b.causal;
-}
-
-// The graph for shape s: the eight tensors [B, H, S, D] bf16 (D contiguous), the stats [B, H, S, 1]
-// fp32, scale 1 / sqrt(D), the causal mask aligned top-left (query i sees keys 0..i), fp32
-// softmax and accumulation.
+// The graph for shape s: the eight tensors [B, H, S, D] bf16, the stats [B, H, S, 1] fp32, scale
+// 1 / sqrt(D), the causal mask aligned top-left (query i sees keys 0..i), fp32 softmax and
+// accumulation.
 Plan build(const AttentionShape& s) {
-  Plan p;
-  p.s = s;
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe::DataType_t::BFLOAT16)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  const std::vector<int64_t> dim = {s.b, s.h, s.s, s.d};
-  const std::vector<int64_t> stride = {int64_t(s.h) * s.s * s.d, int64_t(s.s) * s.d, s.d, 1};
+  auto g = cudnn_sdpa_graph::bf16_graph();
   auto tensor = [&](const char* name, Uid uid) {
-    return g->tensor(
-        fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(stride));
+    return cudnn_sdpa_graph::bhsd_tensor(*g, s, name, uid);
   };
   auto q = tensor("Q", kQ), k = tensor("K", kK), v = tensor("V", kV), o = tensor("O", kO),
        dout = tensor("dO", kDO);
@@ -77,33 +56,18 @@ Plan build(const AttentionShape& s) {
                   .set_attn_scale(1.f / std::sqrt(float(s.d)));
   if (s.causal) opts.set_causal_mask(true);
   auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, opts);
-  dq->set_output(true).set_uid(kDQ).set_dim(dim).set_stride(stride);
-  dk->set_output(true).set_uid(kDK).set_dim(dim).set_stride(stride);
-  dv->set_output(true).set_uid(kDV).set_dim(dim).set_stride(stride);
-  const cudnnHandle_t h = gpu100::cudnn_thread_handle();
-  // Each step only after the one before it succeeded; the first failure is the refusal's reason.
-  auto ok = [&](fe::error_t st) {
-    if (!st.is_good()) p.error = st.get_message();
-    return st.is_good();
-  };
-  if (!ok(g->validate()) || !ok(g->build_operation_graph(h)) ||
-      !ok(g->create_execution_plans({fe::HeurMode_t::A})) || !ok(g->check_support(h)) ||
-      !ok(g->build_plans(h)) || !ok(g->get_workspace_size(p.workspace))) {
-    return p;
+  for (auto& [t, uid] : {std::pair{dq, kDQ}, std::pair{dk, kDK}, std::pair{dv, kDV}}) {
+    t->set_output(true)
+        .set_uid(uid)
+        .set_dim(cudnn_sdpa_graph::bhsd_dim(s))
+        .set_stride(cudnn_sdpa_graph::bhsd_stride(s));
   }
-  p.graph = g;
-  return p;
+  return cudnn_sdpa_graph::finish(s, std::move(g));
 }
 
 const Plan& plan_for(const AttentionShape& s) {
-  static std::mutex m;
-  static std::vector<std::unique_ptr<Plan>> plans;
-  std::lock_guard<std::mutex> lock(m);
-  for (const auto& p : plans) {
-    if (same(p->s, s)) return *p;
-  }
-  plans.push_back(std::make_unique<Plan>(build(s)));
-  return *plans.back();
+  static cudnn_sdpa_graph::PlanCache cache(build);
+  return cache.get(s);
 }
 #endif
 
