@@ -17,7 +17,9 @@
 //    tile t and O += P V of tile t - 1 are issued together, and the softmax of tile t runs on the
 //    CUDA cores while P V is still on the tensor cores; at D = 64 the two warpgroups also take
 //    turns at the tensor cores (ping-pong, named barriers);
-//  - 128 keys per K/V tile, 2 consumer warpgroups of 64 query rows (128 queries per block).
+//  - 128 keys per K/V tile, 2 consumer warpgroups of 64 query rows (128 queries per block). At
+//    D = 64 the tiling is chosen at compile time from a table of candidates (3 warpgroups, 192
+//    queries; 192-key tiles; turns in a ring or none; the overlap on or off): D64Config below.
 //  - as in v4, only the tiles that cross S or the warp's causal diagonal run the mask code; the
 //    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
@@ -33,6 +35,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
 
 #include "attention.hpp"
@@ -59,35 +62,51 @@ using flash::kLog2e;
 using flash::pack_bf16;
 
 // One instantiation's tiling. kD: head dimension (64 or 128); kStages: K/V tiles in the TMA ring;
-// kWGs consumer warpgroups of 64 query rows; kPingPong: the warpgroups take turns at the tensor
-// cores. A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes: one swizzle span)
-// side by side, each box `rows` x 128 bytes.
-template <int kD_, int kStages_, int kWGs_, bool kPingPong_>
+// kWGs consumer warpgroups of 64 query rows (2 or 3: 128 or 192 queries per block); kBKV keys per
+// K/V tile (128 or 192 at D = 64; the N of the S = Q K^T wgmma); kPingPong: the warpgroups take
+// turns at the tensor cores, a ring of named barriers; kOverlap: S of tile t is issued with P V
+// of tile t - 1 (FlashAttention-3's intra-warpgroup overlap; off: S, softmax, P V in turn, which
+// frees the registers of one tile's P). A tile of kD columns is kD / 64 TMA boxes of 64 columns
+// (128 bytes: one swizzle span) side by side, each box `rows` x 128 bytes.
+template <int kD_, int kStages_, int kWGs_, int kBKV_, bool kPingPong_, bool kOverlap_ = true>
 struct V5Config {
-  static constexpr int kD = kD_, kStages = kStages_;
-  static constexpr bool kPingPong = kPingPong_;
-  static constexpr int kConsumerWarps = 4 * kWGs_;
-  static constexpr int kBQ = 64 * kWGs_, kBKV = 128;  // queries per block, keys per K/V tile
+  static constexpr int kD = kD_, kStages = kStages_, kWGs = kWGs_, kBKV = kBKV_;
+  static constexpr bool kPingPong = kPingPong_, kOverlap = kOverlap_;
+  static constexpr int kConsumerWarps = 4 * kWGs;
+  static constexpr int kBQ = 64 * kWGs;  // queries per block
   // + a producer warpgroup: with a single producer warp (288 threads) ptxas still held the kernel
   // to 168 registers (65536 / 384) and a 224 cap failed to launch; setmaxnreg (below) works on
   // whole warpgroups, so the producer is a full one although a single thread of it works.
   static constexpr int kThreads = 32 * (kConsumerWarps + 4);
-  // setmaxnreg budgets: the register file (64 K) moved from the producer to the consumers.
-  static constexpr int kProducerRegs = kWGs_ == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kWGs_ == 2 ? 240 : 160;
-  static_assert(128 * kProducerRegs + 128 * kWGs_ * kConsumerRegs <= 65536, "register file");
+  // setmaxnreg budgets: the register file (64 K) moved from the producer to the consumers
+  // (FlashAttention-3's values: 24 / 240 with 2 consumer warpgroups, 32 / 160 with 3).
+  static constexpr int kProducerRegs = kWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kWGs == 2 ? 240 : 160;
+  static_assert(128 * kProducerRegs + 128 * kWGs * kConsumerRegs <= 65536, "register file");
+  static_assert(kProducerRegs % 8 == 0 && kConsumerRegs % 8 == 0 && kProducerRegs >= 24 &&
+                    kConsumerRegs <= 256,
+                "setmaxnreg takes multiples of 8 in [24, 256]");
   static constexpr int kBoxes = kD / 64;
   static constexpr int kQBox = kBQ * 128, kKVBox = kBKV * 128;  // bytes
   static constexpr int kQBytes = kBoxes * kQBox, kKVBytes = kBoxes * kKVBox;
   static constexpr int kBarriers = 1 + 2 * kStages;  // Q full; K/V full and empty per stage
   static constexpr size_t kSmemBytes =
       size_t(kQBytes) + 2 * size_t(kStages) * kKVBytes + 8 * kBarriers + 1024 /* alignment */;
+  // Named barriers: 0 is __syncthreads; 1 .. kWGs the turns; kWGs + 1 .. 2 kWGs each warpgroup's
+  // epilogue. The hardware has 16.
+  static constexpr int kTurnBarrier0 = 1, kEpilogueBarrier0 = 1 + kWGs;
+  static_assert(kTurnBarrier0 + kWGs <= kEpilogueBarrier0 && kEpilogueBarrier0 + kWGs <= 16,
+                "named barriers");
   static_assert(kD == 64 || kD == 128, "instantiated for D = 64 and 128");
+  static_assert(kWGs == 2 || kWGs == 3, "2 or 3 consumer warpgroups");
+  static_assert(kBKV == 128 || (kBKV == 192 && kD == 64), "128-key tiles, or 192 at D = 64");
+  static_assert(kBQ <= 256 && kBKV <= 256, "a TMA box has at most 256 rows");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
 };
 
 // Measured on the H100 (B 8, H 16, non-causal; S 4096 at D = 128, S 2048 at D = 64), one A/B run,
-// each setting written into this file and rebuilt, in TFLOP/s (D = 128 / D = 64):
+// each setting written into this file and rebuilt, in TFLOP/s (D = 128 / D = 64), with 2
+// consumer warpgroups and 128-key tiles:
 //   no intra-warpgroup overlap (S, softmax, P V in turn), 3 / 4 stages, no ping-pong: 485 / 302
 //   overlap, 3 / 4 stages, ping-pong:    554 / 345
 //   overlap, 3 / 4 stages, no ping-pong: 604 / 316
@@ -96,9 +115,42 @@ struct V5Config {
 // warpgroup's multiplies are long enough that the two warpgroups interleave well by themselves and
 // the turns only add waits; at D = 64 the softmax is a larger share of each tile.)
 // Shared memory: D = 128, Q 32 KB + 3 stages x (K 32 KB + V 32 KB) = 224 KB; D = 64, 16 KB + 4 x
-// 32 KB = 144 KB. A third consumer warpgroup at D = 64 (160 registers each) spills.
-using ConfigD128 = V5Config<128, 3, 2, false>;
-using ConfigD64 = V5Config<64, 4, 2, true>;
+// 32 KB = 144 KB.
+using ConfigD128 = V5Config<128, 3, 2, 128, false>;
+
+// D = 64 candidates, chosen at compile time: GPU100_V5_D64_CONFIG (non-causal, default 0) and
+// GPU100_V5_D64_CAUSAL_CONFIG (causal, default the same), e.g. through CMake's cache variables
+// of the same names. Not yet measured against each other. ptxas (13.0) spills in none of them;
+// the highest register each consumer thread touches is noted (of 240 with 2 warpgroups, 160
+// with 3).
+//   0: 2 warpgroups (128 queries) x 128 keys, 4 stages, turns, overlap: the tiling measured at
+//      345-378 TFLOP/s (R157)
+//   1: 3 warpgroups (192 queries) x 128 keys, 4 stages, turns in a ring of 3, overlap: what
+//      FlashAttention-3 runs at D = 64 causal (R156)
+//   2: as 1 without the turns (R157)
+//   3: 2 warpgroups x 192 keys, 4 stages, turns, overlap (S 96 + P 48 + O 32 registers; R236)
+//   4: 3 warpgroups x 128 keys, 4 stages, no turns, no overlap: the three warpgroups' own
+//      interleaving as the only overlap (R132)
+//   5: as 4 with the turns (R134)
+//   6: 2 warpgroups x 192 keys, 4 stages, no turns, overlap (R230)
+// Not in the table: 3 warpgroups x 192 keys, FlashAttention-3's non-causal D = 64 tiling (without
+// the overlap, S 96 + O 32 registers): ptxas spilled 288 bytes at 160 registers, with or without
+// the turns (in the SASS, the exponentials went to other registers than the scores they replace).
+using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,          // 0
+                              V5Config<64, 4, 3, 128, true>,          // 1
+                              V5Config<64, 4, 3, 128, false>,         // 2
+                              V5Config<64, 4, 2, 192, true>,          // 3
+                              V5Config<64, 4, 3, 128, false, false>,  // 4
+                              V5Config<64, 4, 3, 128, true, false>,   // 5
+                              V5Config<64, 4, 2, 192, false>>;        // 6
+#ifndef GPU100_V5_D64_CONFIG
+#define GPU100_V5_D64_CONFIG 0
+#endif
+#ifndef GPU100_V5_D64_CAUSAL_CONFIG
+#define GPU100_V5_D64_CAUSAL_CONFIG GPU100_V5_D64_CONFIG
+#endif
+using ConfigD64 = std::tuple_element_t<GPU100_V5_D64_CONFIG, D64Configs>;
+using ConfigD64Causal = std::tuple_element_t<GPU100_V5_D64_CAUSAL_CONFIG, D64Configs>;
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
@@ -146,7 +198,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         tma_load_3d(sq + b * C::kQBox, &map_q, 64 * b, q0, bh, q_full);
       for (int t = 0; t < num_tiles; ++t) {
         const int st = t % kStages;
-        // Stage st last held tile t - kStages: wait until all 8 consumer warps are done with it.
+        // Stage st last held tile t - kStages: wait until every consumer warp is done with it.
         if (t >= kStages) mbar_wait(&kv_empty[st], (t / kStages - 1) & 1);
         mbar_expect_tx(&kv_full[st], 2 * C::kKVBytes);
         for (int b = 0; b < C::kBoxes; ++b) {
@@ -163,7 +215,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
   // ---- consumers: warpgroup wg owns query rows q0 + 64 wg .. + 63; warp wl of it rows 16 wl ..
   // 16 wl + 15 of those; lane (g, t4) rows g and g + 8, columns 8 j + 2 t4 + {0, 1} ----
-  const int wg = warp / 4, wl = warp % 4, g = lane / 4, t4 = lane % 4;
+  // wg and wl through a shuffle from lane 0, as CUTLASS does: ptxas then knows them warp-uniform
+  // and may keep them (and the barrier IDs and row bases made from them) in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, warp / 4, 0), wl = __shfl_sync(0xffffffffu, warp % 4, 0);
+  const int g = lane / 4, t4 = lane % 4;
   const int warp_first = q0 + 64 * wg + 16 * wl;  // the warp's first query row
   const int row_g = warp_first + g;               // this lane's rows: row_g, row_g + 8
 
@@ -175,7 +230,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                               // key kv0 + 8 j + 2 t4 + e
   uint32_t pa[kBKV / 16][4];  // P in bf16 A fragments, one per 16 keys
 
-  // S = Q K^T for the tile in stage st (64 x 128 per warpgroup): both operands K-major (d
+  // S = Q K^T for the tile in stage st (64 x kBKV per warpgroup): both operands K-major (d
   // contiguous). A k-step of 16 d is 32 bytes further inside each 128-byte row, the next box after
   // 4 steps; the warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per 8 rows.
   auto issue_qk = [&](int st) {
@@ -185,7 +240,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const uint64_t dq =
           make_desc(sq + (kk / 4) * C::kQBox + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
       const uint64_t dk = make_desc(skt + (kk / 4) * C::kKVBox + (kk % 4) * 32, 16, 1024);
-      wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+      if constexpr (kBKV == 128) {
+        wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+      } else {
+        wgmma_m64n192k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+      }
     }
     commit();
   };
@@ -213,7 +272,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int kv0 = t * kBKV;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = row_g + 8 * h;
+      // The row's last visible key (key < S, and key <= row if causal), relative to this lane's
+      // first column kv0 + 2 t4: column 8 j + e is masked past it (one compare with a constant).
+      const int last = (causal ? min(s - 1, row_g + 8 * h) : s - 1) - kv0 - 2 * t4;
       float mx = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kBKV / 8; ++j)
@@ -221,8 +282,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         for (int e = 0; e < 2; ++e) {
           float& x = sacc[4 * j + 2 * h + e];
           if constexpr (kMask) {
-            const int key = kv0 + 8 * j + 2 * t4 + e;
-            if (key >= s || (causal && key > row)) x = -INFINITY;
+            if (8 * j + e > last) x = -INFINITY;
           }
           mx = fmaxf(mx, x);
         }
@@ -244,9 +304,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       l_run[h] = l_run[h] * alpha[h] + sum;
     }
   };
+  // Tiles t < mask_from lie wholly inside S and, if causal, at or left of the warp's diagonal
+  // (kv0 + kBKV - 1 <= warp_first): they need no mask.
+  const int mask_from = causal ? min(s / kBKV, (warp_first + 1) / kBKV) : s / kBKV;
   auto softmax = [&](int t, float(&alpha)[2]) {
-    const int kv0 = t * kBKV;
-    if (kv0 + kBKV > s || (causal && kv0 + kBKV - 1 > warp_first)) {
+    if (t >= mask_from) {
       softmax_body(t, alpha, std::true_type{});
     } else {
       softmax_body(t, alpha, std::false_type{});
@@ -262,59 +324,36 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
     }
   };
-  // This warp is done reading stage st: one arrival of the 8 the producer waits for.
+  // This warp is done reading stage st: one arrival of the kConsumerWarps the producer waits for.
   auto release = [&](int st) {
     __syncwarp();
     if (lane == 0) mbar_arrive(&kv_empty[st]);
   };
-  // Ping-pong (kPingPong): the warpgroups take turns to issue their wgmma. Warpgroup w waits on
-  // named barrier 1 + w before issuing and, once issued, lets the next one go (bar.arrive on its
-  // barrier), so one warpgroup's softmax runs while the other's multiplies occupy the tensor
-  // cores. The last warpgroup opens the first turn; it skips its final hand-over, so every
-  // barrier sees as many arrivals as waits.
-  constexpr int kWGs = C::kConsumerWarps / 4;
+  // Ping-pong (kPingPong): the warpgroups take turns to issue their wgmma, in a ring. Warpgroup w
+  // waits on named barrier kTurnBarrier0 + w before issuing and, once issued, lets the next one go
+  // (bar.arrive on barrier (w + 1) % kWGs; 256 threads: the waiter and the one that lets it go),
+  // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores. The last
+  // warpgroup opens the first turn; it skips its final hand-over, so every barrier sees as many
+  // arrivals as waits (every warpgroup takes num_tiles turns). A warpgroup cannot pass twice
+  // before the next one waits: its next turn comes round the whole ring first.
+  constexpr int kWGs = C::kWGs;
   auto turn_wait = [&]() {
-    if constexpr (C::kPingPong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+    if constexpr (C::kPingPong) {
+      asm volatile("bar.sync %0, 256;\n" ::"r"(C::kTurnBarrier0 + wg) : "memory");
+    }
   };
   auto turn_pass = [&](int t) {
     if constexpr (C::kPingPong) {
-      if (!(wg == kWGs - 1 && t == num_tiles - 1))
-        asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg + 1) % kWGs) : "memory");
+      if (!(wg == kWGs - 1 && t == num_tiles - 1)) {
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(C::kTurnBarrier0 + (wg + 1) % kWGs) : "memory");
+      }
     }
   };
   if constexpr (C::kPingPong) {
-    if (wg == kWGs - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    if (wg == kWGs - 1) asm volatile("bar.arrive %0, 256;\n" ::"n"(C::kTurnBarrier0) : "memory");
   }
-
-  // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
-  // overlap): S of tile t and O += P V of tile t - 1 are issued together, and the softmax of
-  // tile t runs on the CUDA cores while the P V multiply is still on the tensor cores.
-  mbar_wait(q_full, 0);
-  mbar_wait(&kv_full[0], 0);
-  turn_wait();
-  fence();
-  issue_qk(0);
-  turn_pass(0);
-  wait<0>();
-  {
-    float alpha[2];
-    softmax(0, alpha);  // O is still zero: no rescale
-    pack_p();
-  }
-  for (int t = 1; t < num_tiles; ++t) {
-    const int st = t % kStages, prev = (t - 1) % kStages;
-    mbar_wait(&kv_full[st], (t / kStages) & 1);  // tile t's K and V have landed
-    turn_wait();
-    fence();
-    issue_qk(st);    // group: S of tile t
-    issue_pv(prev);  // group: O += P V of tile t - 1
-    turn_pass(t);
-    wait<1>();  // S of tile t is done (groups complete in order)
-    float alpha[2];
-    softmax(t, alpha);
-    wait<0>();  // P V of tile t - 1 is done: O may be rescaled, pa rewritten, stage prev reused
-    release(prev);
-    // Rescale O only when some row of the warp saw its max move (a warp-uniform branch).
+  // O *= alpha per row, only when some row of the warp saw its max move (a warp-uniform branch).
+  auto rescale_o = [&](const float(&alpha)[2]) {
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
@@ -324,12 +363,66 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         oacc[4 * j + 3] *= alpha[1];
       }
     }
-    pack_p();
+  };
+
+  mbar_wait(q_full, 0);
+  if constexpr (C::kOverlap) {
+    // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
+    // overlap): S of tile t and O += P V of tile t - 1 are issued together, and the softmax of
+    // tile t runs on the CUDA cores while the P V multiply is still on the tensor cores.
+    mbar_wait(&kv_full[0], 0);
+    turn_wait();
+    fence();
+    issue_qk(0);
+    turn_pass(0);
+    wait<0>();
+    {
+      float alpha[2];
+      softmax(0, alpha);  // O is still zero: no rescale
+      pack_p();
+    }
+    for (int t = 1; t < num_tiles; ++t) {
+      const int st = t % kStages, prev = (t - 1) % kStages;
+      mbar_wait(&kv_full[st], (t / kStages) & 1);  // tile t's K and V have landed
+      turn_wait();
+      fence();
+      issue_qk(st);    // group: S of tile t
+      issue_pv(prev);  // group: O += P V of tile t - 1
+      turn_pass(t);
+      wait<1>();  // S of tile t is done (groups complete in order)
+      float alpha[2];
+      softmax(t, alpha);
+      wait<0>();  // P V of tile t - 1 is done: O may be rescaled, pa rewritten, stage prev reused
+      release(prev);
+      rescale_o(alpha);
+      pack_p();
+    }
+    fence();
+    issue_pv((num_tiles - 1) % kStages);  // the last tile's P V
+    wait<0>();
+    release((num_tiles - 1) % kStages);
+  } else {
+    // No overlap inside the warpgroup: S, softmax, P V of each tile in turn, so S (fp32) and P
+    // (bf16) of one tile only are live, never S of the next beside P of this one; the other
+    // warpgroups fill the tensor cores meanwhile. The turn covers the S multiply.
+    for (int t = 0; t < num_tiles; ++t) {
+      const int st = t % kStages;
+      mbar_wait(&kv_full[st], (t / kStages) & 1);
+      turn_wait();
+      fence();
+      issue_qk(st);
+      turn_pass(t);
+      wait<0>();
+      float alpha[2];
+      softmax(t, alpha);
+      if (t > 0) rescale_o(alpha);  // O is still zero at t = 0
+      pack_p();
+      fence();
+      issue_pv(st);
+      wait<0>();
+      release(st);
+    }
   }
-  fence();
-  issue_pv((num_tiles - 1) % kStages);  // the last tile's P V
-  wait<0>();
-  release((num_tiles - 1) % kStages);
 
   // ---- epilogue: the row log-sum-exp, then O / l in bf16 through shared memory and the TMA ----
   float inv[2];
@@ -345,7 +438,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   }
   // O goes into this warpgroup's own 64 rows of the Q tile (its last Q K^T has completed, and the
-  // other warpgroup reads only its own rows), in the Q boxes' 128-byte swizzle: the 16-byte chunk
+  // other warpgroups read only their own rows), in the Q boxes' 128-byte swizzle: the 16-byte chunk
   // c of row r sits at chunk c ^ (r % 8), which also spreads a warp's 4-byte writes over all 32
   // banks. One thread then stores the warpgroup's kD / 64 boxes of 64 x 64 with the TMA, which
   // clips rows past S. Measured against 4-byte global stores straight from the accumulators (one
@@ -353,7 +446,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // S2048 D64, 259-261 vs 249-251 causal at S2048 D64.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = 64 * wg + 16 * wl + g + 8 * h;  // row within the block's 128
+    const int r = 64 * wg + 16 * wl + g + 8 * h;  // row within the block's kBQ
 #pragma unroll
     for (int j = 0; j < kD / 8; ++j) {
       uint8_t* dst = sq + (j / 8) * C::kQBox + r * 128 + (((j % 8) ^ (r % 8)) * 16) + 4 * t4;
@@ -362,7 +455,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   }
   fence_proxy_async_smem();  // these generic-proxy writes, before the TMA (async proxy) reads them
-  asm volatile("bar.sync %0, 128;\n" ::"r"(3 + wg) : "memory");  // the warpgroup's 4 warps
+  // The warpgroup's 4 warps.
+  asm volatile("bar.sync %0, 128;\n" ::"r"(C::kEpilogueBarrier0 + wg) : "memory");
   if (threadIdx.x % 128 == 0) {
 #pragma unroll
     for (int b = 0; b < C::kBoxes; ++b) {
@@ -438,7 +532,9 @@ void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16
   }
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v5_flash_wgmma");
   float* lse = static_cast<float*>(workspace);
-  if (s.d == 64) {
+  if (s.d == 64 && s.causal) {
+    launch_v5<ConfigD64Causal>(s, q, k, v, o, lse, layout, stream);
+  } else if (s.d == 64) {
     launch_v5<ConfigD64>(s, q, k, v, o, lse, layout, stream);
   } else {
     launch_v5<ConfigD128>(s, q, k, v, o, lse, layout, stream);
