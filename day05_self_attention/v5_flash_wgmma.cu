@@ -19,7 +19,8 @@
 //    turns at the tensor cores (ping-pong, named barriers);
 //  - 128 keys per K/V tile, 2 consumer warpgroups of 64 query rows (128 queries per block). At
 //    D = 64 the tiling is chosen at compile time from a table of candidates (3 warpgroups, 192
-//    queries; 192-key tiles; turns in a ring or none; the overlap on or off): D64Config below.
+//    queries; 192-key tiles; turns in a ring or none; the overlap on or off; one block per
+//    item or one per SM walking the items): D64Configs below.
 //  - as in v4, only the tiles that cross S or the warp's causal diagonal run the mask code; the
 //    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
@@ -32,6 +33,7 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -68,10 +70,15 @@ using flash::pack_bf16;
 // of tile t - 1 (FlashAttention-3's intra-warpgroup overlap; off: S, softmax, P V in turn, which
 // frees the registers of one tile's P). A tile of kD columns is kD / 64 TMA boxes of 64 columns
 // (128 bytes: one swizzle span) side by side, each box `rows` x 128 bytes.
-template <int kD_, int kStages_, int kWGs_, int kBKV_, bool kPingPong_, bool kOverlap_ = true>
+template <int kD_, int kStages_, int kWGs_, int kBKV_, bool kPingPong_, bool kOverlap_ = true,
+          bool kPersistent_ = false>
 struct V5Config {
   static constexpr int kD = kD_, kStages = kStages_, kWGs = kWGs_, kBKV = kBKV_;
-  static constexpr bool kPingPong = kPingPong_, kOverlap = kOverlap_;
+  static constexpr bool kPingPong = kPingPong_, kOverlap = kOverlap_, kPersistent = kPersistent_;
+  // kPersistent: one block per SM walks the query tiles (items) i, i + gridDim.x, ...; the K/V ring
+  // runs on across items and Q is double-buffered, so the next item's Q and first K/V tiles load
+  // while this item's last tiles and its O store run. Off: one block per item.
+  static constexpr int kQBuffers = kPersistent ? 2 : 1;
   static constexpr int kConsumerWarps = 4 * kWGs;
   static constexpr int kBQ = 64 * kWGs;  // queries per block
   // + a producer warpgroup: with a single producer warp (288 threads) ptxas still held the kernel
@@ -89,9 +96,11 @@ struct V5Config {
   static constexpr int kBoxes = kD / 64;
   static constexpr int kQBox = kBQ * 128, kKVBox = kBKV * 128;  // bytes
   static constexpr int kQBytes = kBoxes * kQBox, kKVBytes = kBoxes * kKVBox;
-  static constexpr int kBarriers = 1 + 2 * kStages;  // Q full; K/V full and empty per stage
-  static constexpr size_t kSmemBytes =
-      size_t(kQBytes) + 2 * size_t(kStages) * kKVBytes + 8 * kBarriers + 1024 /* alignment */;
+  // Q full and empty per Q buffer; K/V full and empty per stage.
+  static constexpr int kBarriers = 2 * kQBuffers + 2 * kStages;
+  static constexpr size_t kSmemBytes = size_t(kQBuffers) * kQBytes +
+                                       2 * size_t(kStages) * kKVBytes + 8 * kBarriers +
+                                       1024 /* alignment */;
   // Named barriers: 0 is __syncthreads; 1 .. kWGs the turns; kWGs + 1 .. 2 kWGs each warpgroup's
   // epilogue. The hardware has 16.
   static constexpr int kTurnBarrier0 = 1, kEpilogueBarrier0 = 1 + kWGs;
@@ -121,28 +130,32 @@ using ConfigD128 = V5Config<128, 3, 2, 128, false>;
 // D = 64 candidates, chosen at compile time: GPU100_V5_D64_CONFIG (non-causal, default 0) and
 // GPU100_V5_D64_CAUSAL_CONFIG (causal, default the same), e.g. through CMake's cache variables
 // of the same names. Not yet measured against each other. ptxas (13.0) spills in none of them;
-// the highest register each consumer thread touches is noted (of 240 with 2 warpgroups, 160
-// with 3).
+// the highest register a consumer thread touches is noted (of 240 with 2 warpgroups, 160 with 3).
 //   0: 2 warpgroups (128 queries) x 128 keys, 4 stages, turns, overlap: the tiling measured at
-//      345-378 TFLOP/s (R157)
+//      345-378 TFLOP/s (R159)
 //   1: 3 warpgroups (192 queries) x 128 keys, 4 stages, turns in a ring of 3, overlap: what
-//      FlashAttention-3 runs at D = 64 causal (R156)
-//   2: as 1 without the turns (R157)
+//      FlashAttention-3 runs at D = 64 causal (R152)
+//   2: as 1 without the turns (R156)
 //   3: 2 warpgroups x 192 keys, 4 stages, turns, overlap (S 96 + P 48 + O 32 registers; R236)
 //   4: 3 warpgroups x 128 keys, 4 stages, no turns, no overlap: the three warpgroups' own
-//      interleaving as the only overlap (R132)
-//   5: as 4 with the turns (R134)
-//   6: 2 warpgroups x 192 keys, 4 stages, no turns, overlap (R230)
+//      interleaving as the only overlap (R128)
+//   5: as 4 with the turns (R130)
+//   6: 2 warpgroups x 192 keys, 4 stages, no turns, overlap (R236)
+//   7, 8, 9: 0, 1 and 3, persistent (one block per SM; R157, R156, R236). Items go to blocks
+//      round-robin, which balances equal items (non-causal) but not causal ones.
 // Not in the table: 3 warpgroups x 192 keys, FlashAttention-3's non-causal D = 64 tiling (without
 // the overlap, S 96 + O 32 registers): ptxas spilled 288 bytes at 160 registers, with or without
 // the turns (in the SASS, the exponentials went to other registers than the scores they replace).
-using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,          // 0
-                              V5Config<64, 4, 3, 128, true>,          // 1
-                              V5Config<64, 4, 3, 128, false>,         // 2
-                              V5Config<64, 4, 2, 192, true>,          // 3
-                              V5Config<64, 4, 3, 128, false, false>,  // 4
-                              V5Config<64, 4, 3, 128, true, false>,   // 5
-                              V5Config<64, 4, 2, 192, false>>;        // 6
+using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,               // 0
+                              V5Config<64, 4, 3, 128, true>,               // 1
+                              V5Config<64, 4, 3, 128, false>,              // 2
+                              V5Config<64, 4, 2, 192, true>,               // 3
+                              V5Config<64, 4, 3, 128, false, false>,       // 4
+                              V5Config<64, 4, 3, 128, true, false>,        // 5
+                              V5Config<64, 4, 2, 192, false>,              // 6
+                              V5Config<64, 4, 2, 128, true, true, true>,   // 7
+                              V5Config<64, 4, 3, 128, true, true, true>,   // 8
+                              V5Config<64, 4, 2, 192, true, true, true>>;  // 9
 #ifndef GPU100_V5_D64_CONFIG
 #define GPU100_V5_D64_CONFIG 0
 #endif
@@ -158,29 +171,45 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                     const __grid_constant__ CUtensorMap map_k,
                     const __grid_constant__ CUtensorMap map_v,
                     const __grid_constant__ CUtensorMap map_o, float* __restrict__ lse, int s,
-                    bool causal, float scale_log2, int num_q_blocks, int o_heads) {
+                    bool causal, float scale_log2, int num_q_blocks, int num_items, int o_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBKV = C::kBKV, kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: every box must start on a 1024-byte boundary.
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint8_t* sq = smem;                        // kBoxes x [kBQ][64]
-  uint8_t* sk = sq + C::kQBytes;             // kStages x kBoxes x [kBKV][64]
-  uint8_t* sv = sk + kStages * C::kKVBytes;  // the same for V
-  uint64_t* q_full = reinterpret_cast<uint64_t*>(sv + kStages * C::kKVBytes);
-  uint64_t* kv_full = q_full + 1;          // [kStages]
-  uint64_t* kv_empty = kv_full + kStages;  // [kStages]
+  uint8_t* sq0 = smem;                            // kQBuffers x kBoxes x [kBQ][64]
+  uint8_t* sk = sq0 + C::kQBuffers * C::kQBytes;  // kStages x kBoxes x [kBKV][64]
+  uint8_t* sv = sk + kStages * C::kKVBytes;       // the same for V
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(sv + kStages * C::kKVBytes);  // [kQBuffers]
+  uint64_t* q_empty = q_full + C::kQBuffers;                                   // [kQBuffers]
+  uint64_t* kv_full = q_empty + C::kQBuffers;                                  // [kStages]
+  uint64_t* kv_empty = kv_full + kStages;                                      // [kStages]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  // Blocks of one head are consecutive (K and V shared in L2); query tiles last to first, so the
-  // longest causal blocks start first.
-  const int bh = static_cast<int>(blockIdx.x / num_q_blocks);
-  const int q0 = (num_q_blocks - 1 - static_cast<int>(blockIdx.x % num_q_blocks)) * C::kBQ;
-  const int kv_end = causal ? min(s, q0 + C::kBQ) : s;
-  const int num_tiles = gpu100::ceil_div(kv_end, kBKV);
+  // Item i: head bh = i / num_q_blocks, query tile num_q_blocks - 1 - i % num_q_blocks. The items
+  // of one head are consecutive (K and V shared in L2); query tiles last to first, so the longest
+  // causal ones start first. A block takes items blockIdx.x, + gridDim.x, ... (one item unless
+  // kPersistent); its nth item (from 0) uses Q buffer nth % kQBuffers.
+  struct Item {
+    int bh, q0, num_tiles;
+  };
+  auto item_at = [&](int i) {
+    Item it;
+    it.bh = i / num_q_blocks;
+    it.q0 = (num_q_blocks - 1 - i % num_q_blocks) * C::kBQ;
+    it.num_tiles = gpu100::ceil_div(causal ? min(s, it.q0 + C::kBQ) : s, kBKV);
+    return it;
+  };
+
+  // (Without kPersistent the loops over items below run once, visibly to the compiler.)
+  const int items_end = C::kPersistent ? num_items : static_cast<int>(blockIdx.x) + 1;
+  const int items_step = C::kPersistent ? static_cast<int>(gridDim.x) : 1;
 
   if (tid == 0) {
-    mbar_init(q_full, 1);
+    for (int b = 0; b < C::kQBuffers; ++b) {
+      mbar_init(&q_full[b], 1);         // the producer's expect_tx arrival
+      mbar_init(&q_empty[b], C::kWGs);  // one per consumer warpgroup, once its O store read it
+    }
     for (int st = 0; st < kStages; ++st) {
       mbar_init(&kv_full[st], 1);                   // the producer's expect_tx arrival
       mbar_init(&kv_empty[st], C::kConsumerWarps);  // one arrival per consumer warp
@@ -193,19 +222,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // ---- producer warpgroup: gives its registers away; one thread issues every TMA copy ----
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs));
     if (warp == C::kConsumerWarps && lane == 0) {
-      mbar_expect_tx(q_full, C::kQBytes);
-      for (int b = 0; b < C::kBoxes; ++b)
-        tma_load_3d(sq + b * C::kQBox, &map_q, 64 * b, q0, bh, q_full);
-      for (int t = 0; t < num_tiles; ++t) {
-        const int st = t % kStages;
-        // Stage st last held tile t - kStages: wait until every consumer warp is done with it.
-        if (t >= kStages) mbar_wait(&kv_empty[st], (t / kStages - 1) & 1);
-        mbar_expect_tx(&kv_full[st], 2 * C::kKVBytes);
-        for (int b = 0; b < C::kBoxes; ++b) {
-          tma_load_3d(sk + st * C::kKVBytes + b * C::kKVBox, &map_k, 64 * b, t * kBKV, bh,
-                      &kv_full[st]);
-          tma_load_3d(sv + st * C::kKVBytes + b * C::kKVBox, &map_v, 64 * b, t * kBKV, bh,
-                      &kv_full[st]);
+      int n = 0;  // K/V tiles loaded so far, over all items: stage n % kStages
+      for (int item_idx = blockIdx.x, nth = 0; item_idx < items_end;
+           item_idx += items_step, ++nth) {
+        const Item it = item_at(item_idx);
+        const int qb = nth % C::kQBuffers;
+        uint8_t* sq = sq0 + qb * C::kQBytes;
+        // Buffer qb last held item nth - kQBuffers: wait until its O has left (every warpgroup).
+        if (nth >= C::kQBuffers) mbar_wait(&q_empty[qb], (nth / C::kQBuffers - 1) & 1);
+        mbar_expect_tx(&q_full[qb], C::kQBytes);
+        for (int b = 0; b < C::kBoxes; ++b)
+          tma_load_3d(sq + b * C::kQBox, &map_q, 64 * b, it.q0, it.bh, &q_full[qb]);
+        for (int t = 0; t < it.num_tiles; ++t, ++n) {
+          const int st = n % kStages;
+          // Stage st last held tile n - kStages: wait until every consumer warp is done with it.
+          if (n >= kStages) mbar_wait(&kv_empty[st], (n / kStages - 1) & 1);
+          mbar_expect_tx(&kv_full[st], 2 * C::kKVBytes);
+          for (int b = 0; b < C::kBoxes; ++b) {
+            tma_load_3d(sk + st * C::kKVBytes + b * C::kKVBox, &map_k, 64 * b, t * kBKV, it.bh,
+                        &kv_full[st]);
+            tma_load_3d(sv + st * C::kKVBytes + b * C::kKVBox, &map_v, 64 * b, t * kBKV, it.bh,
+                        &kv_full[st]);
+          }
         }
       }
     }
@@ -219,261 +257,279 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // and may keep them (and the barrier IDs and row bases made from them) in uniform registers.
   const int wg = __shfl_sync(0xffffffffu, warp / 4, 0), wl = __shfl_sync(0xffffffffu, warp % 4, 0);
   const int g = lane / 4, t4 = lane % 4;
-  const int warp_first = q0 + 64 * wg + 16 * wl;  // the warp's first query row
-  const int row_g = warp_first + g;               // this lane's rows: row_g, row_g + 8
+  int n0 = 0;  // K/V tiles consumed so far, over all items
+  for (int item_idx = blockIdx.x, nth = 0; item_idx < items_end; item_idx += items_step, ++nth) {
+    const Item item = item_at(item_idx);
+    const int bh = item.bh, q0 = item.q0, num_tiles = item.num_tiles, qb = nth % C::kQBuffers;
+    uint8_t* sq = sq0 + qb * C::kQBytes;
+    // The stage of this item's tile t, and the parity its full barrier completes with.
+    auto stage = [&](int t) { return (n0 + t) % kStages; };
+    auto parity = [&](int t) { return ((n0 + t) / kStages) & 1; };
+    const int warp_first = q0 + 64 * wg + 16 * wl;  // the warp's first query row
+    const int row_g = warp_first + g;               // this lane's rows: row_g, row_g + 8
 
-  float oacc[kD / 2];  // O: 64 x kD per warpgroup
+    float oacc[kD / 2];  // O: 64 x kD per warpgroup
 #pragma unroll
-  for (int i = 0; i < kD / 2; ++i) oacc[i] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // l: this lane's partial sums
-  float sacc[kBKV / 2];       // S, then P in fp32: sacc[4 j + 2 h + e] is row row_g + 8 h,
-                              // key kv0 + 8 j + 2 t4 + e
-  uint32_t pa[kBKV / 16][4];  // P in bf16 A fragments, one per 16 keys
+    for (int i = 0; i < kD / 2; ++i) oacc[i] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // l: this lane's partial sums
+    float sacc[kBKV / 2];       // S, then P in fp32: sacc[4 j + 2 h + e] is row row_g + 8 h,
+                                // key kv0 + 8 j + 2 t4 + e
+    uint32_t pa[kBKV / 16][4];  // P in bf16 A fragments, one per 16 keys
 
-  // S = Q K^T for the tile in stage st (64 x kBKV per warpgroup): both operands K-major (d
-  // contiguous). A k-step of 16 d is 32 bytes further inside each 128-byte row, the next box after
-  // 4 steps; the warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per 8 rows.
-  auto issue_qk = [&](int st) {
-    const uint8_t* skt = sk + st * C::kKVBytes;
+    // S = Q K^T for the tile in stage st (64 x kBKV per warpgroup): both operands K-major (d
+    // contiguous). A k-step of 16 d is 32 bytes further inside each 128-byte row, the next box
+    // after 4 steps; the warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per
+    // 8 rows.
+    auto issue_qk = [&](int st) {
+      const uint8_t* skt = sk + st * C::kKVBytes;
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const uint64_t dq =
-          make_desc(sq + (kk / 4) * C::kQBox + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
-      const uint64_t dk = make_desc(skt + (kk / 4) * C::kKVBox + (kk % 4) * 32, 16, 1024);
-      if constexpr (kBKV == 128) {
-        wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint64_t dq =
+            make_desc(sq + (kk / 4) * C::kQBox + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
+        const uint64_t dk = make_desc(skt + (kk / 4) * C::kKVBox + (kk % 4) * 32, 16, 1024);
+        if constexpr (kBKV == 128) {
+          wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+        } else {
+          wgmma_m64n192k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+        }
+      }
+      commit();
+    };
+    // O += P V for the tile in stage st: A = P from registers, B = V as stored, [key][d], i.e.
+    // N-major (a transposed read): a k-step of 16 keys is 16 rows = 2048 B further, LBO = one box
+    // (the next 64 columns of d).
+    auto issue_pv = [&](int st) {
+      const uint8_t* svt = sv + st * C::kKVBytes;
+#pragma unroll
+      for (int kk = 0; kk < kBKV / 16; ++kk) {
+        const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
+        if constexpr (kD == 128) {
+          wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
+        } else {
+          wgmma_m64n64k16_bf16_rs(oacc, pa[kk], dv);
+        }
+      }
+      commit();
+    };
+    // Mask and online softmax of tile t (as v4): P overwrites S in sacc, m and l are updated, and
+    // alpha = exp2(m_old - m_new) per row is returned for O. As in v4, only the tiles that cross S
+    // or the warp's causal diagonal run the mask code (kMask); the others run a copy without it.
+    auto softmax_body = [&](int t, float(&alpha)[2], auto mask_tag) {
+      constexpr bool kMask = decltype(mask_tag)::value;
+      const int kv0 = t * kBKV;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // The row's last visible key (key < S, and key <= row if causal), relative to this lane's
+        // first column kv0 + 2 t4: column 8 j + e is masked past it (one compare with a constant).
+        const int last = (causal ? min(s - 1, row_g + 8 * h) : s - 1) - kv0 - 2 * t4;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kBKV / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = sacc[4 * j + 2 * h + e];
+            if constexpr (kMask) {
+              if (8 * j + e > last) x = -INFINITY;
+            }
+            mx = fmaxf(mx, x);
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // a row spans the 4 lanes of a quad
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run[h], mx);
+        const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+        alpha[h] = fast_exp2(m_run[h] * scale_log2 - m_scaled);  // 0 at first
+        m_run[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kBKV / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = sacc[4 * j + 2 * h + e];
+            x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
+            sum += x;
+          }
+        l_run[h] = l_run[h] * alpha[h] + sum;
+      }
+    };
+    // Tiles t < mask_from lie wholly inside S and, if causal, at or left of the warp's diagonal
+    // (kv0 + kBKV - 1 <= warp_first): they need no mask.
+    const int mask_from = causal ? min(s / kBKV, (warp_first + 1) / kBKV) : s / kBKV;
+    auto softmax = [&](int t, float(&alpha)[2]) {
+      if (t >= mask_from) {
+        softmax_body(t, alpha, std::true_type{});
       } else {
-        wgmma_m64n192k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+        softmax_body(t, alpha, std::false_type{});
+      }
+    };
+    // P to bf16 A fragments: keys 16 kk .. 16 kk + 15 are the S columns of n-tiles 2 kk, 2 kk + 1.
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < kBKV / 16; ++kk) {
+        pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
+        pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
+        pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
+        pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
+      }
+    };
+    // This warp is done reading stage st: one arrival of the kConsumerWarps the producer waits for.
+    auto release = [&](int st) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&kv_empty[st]);
+    };
+    // Ping-pong (kPingPong): the warpgroups take turns to issue their wgmma, in a ring. Warpgroup w
+    // waits on named barrier kTurnBarrier0 + w before issuing and, once issued, lets the next one
+    // go (bar.arrive on barrier (w + 1) % kWGs; 256 threads: the waiter and the one that lets it
+    // go), so one warpgroup's softmax runs while another's multiplies occupy the tensor cores. The
+    // last warpgroup opens the first turn; it skips its final hand-over, so every barrier sees as
+    // many arrivals as waits (every warpgroup takes num_tiles turns). A warpgroup cannot pass twice
+    // before the next one waits: its next turn comes round the whole ring first.
+    constexpr int kWGs = C::kWGs;
+    auto turn_wait = [&]() {
+      if constexpr (C::kPingPong) {
+        asm volatile("bar.sync %0, 256;\n" ::"r"(C::kTurnBarrier0 + wg) : "memory");
+      }
+    };
+    auto turn_pass = [&](int t) {
+      if constexpr (C::kPingPong) {
+        if (!(wg == kWGs - 1 && t == num_tiles - 1)) {
+          asm volatile("bar.arrive %0, 256;\n" ::"r"(C::kTurnBarrier0 + (wg + 1) % kWGs)
+                       : "memory");
+        }
+      }
+    };
+    if constexpr (C::kPingPong) {
+      if (wg == kWGs - 1) asm volatile("bar.arrive %0, 256;\n" ::"n"(C::kTurnBarrier0) : "memory");
+    }
+    // O *= alpha per row, only when some row of the warp saw its max move (a warp-uniform branch).
+    auto rescale_o = [&](const float(&alpha)[2]) {
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          oacc[4 * j + 0] *= alpha[0];
+          oacc[4 * j + 1] *= alpha[0];
+          oacc[4 * j + 2] *= alpha[1];
+          oacc[4 * j + 3] *= alpha[1];
+        }
+      }
+    };
+
+    mbar_wait(&q_full[qb], (nth / C::kQBuffers) & 1);
+    if constexpr (C::kOverlap) {
+      // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
+      // overlap): S of tile t and O += P V of tile t - 1 are issued together, and the softmax of
+      // tile t runs on the CUDA cores while the P V multiply is still on the tensor cores.
+      mbar_wait(&kv_full[stage(0)], parity(0));
+      turn_wait();
+      fence();
+      issue_qk(stage(0));
+      turn_pass(0);
+      wait<0>();
+      {
+        float alpha[2];
+        softmax(0, alpha);  // O is still zero: no rescale
+        pack_p();
+      }
+      for (int t = 1; t < num_tiles; ++t) {
+        const int st = stage(t), prev = stage(t - 1);
+        mbar_wait(&kv_full[st], parity(t));  // tile t's K and V have landed
+        turn_wait();
+        fence();
+        issue_qk(st);    // group: S of tile t
+        issue_pv(prev);  // group: O += P V of tile t - 1
+        turn_pass(t);
+        wait<1>();  // S of tile t is done (groups complete in order)
+        float alpha[2];
+        softmax(t, alpha);
+        wait<0>();  // P V of tile t - 1 is done: O may be rescaled, pa rewritten, stage prev reused
+        release(prev);
+        rescale_o(alpha);
+        pack_p();
+      }
+      fence();
+      issue_pv(stage(num_tiles - 1));  // the last tile's P V
+      wait<0>();
+      release(stage(num_tiles - 1));
+    } else {
+      // No overlap inside the warpgroup: S, softmax, P V of each tile in turn, so S (fp32) and P
+      // (bf16) of one tile only are live, never S of the next beside P of this one; the other
+      // warpgroups fill the tensor cores meanwhile. The turn covers the S multiply.
+      for (int t = 0; t < num_tiles; ++t) {
+        const int st = stage(t);
+        mbar_wait(&kv_full[st], parity(t));
+        turn_wait();
+        fence();
+        issue_qk(st);
+        turn_pass(t);
+        wait<0>();
+        float alpha[2];
+        softmax(t, alpha);
+        if (t > 0) rescale_o(alpha);  // O is still zero at t = 0
+        pack_p();
+        fence();
+        issue_pv(st);
+        wait<0>();
+        release(st);
       }
     }
-    commit();
-  };
-  // O += P V for the tile in stage st: A = P from registers, B = V as stored, [key][d], i.e.
-  // N-major (a transposed read): a k-step of 16 keys is 16 rows = 2048 B further, LBO = one box
-  // (the next 64 columns of d).
-  auto issue_pv = [&](int st) {
-    const uint8_t* svt = sv + st * C::kKVBytes;
-#pragma unroll
-    for (int kk = 0; kk < kBKV / 16; ++kk) {
-      const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
-      if constexpr (kD == 128) {
-        wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
-      } else {
-        wgmma_m64n64k16_bf16_rs(oacc, pa[kk], dv);
-      }
-    }
-    commit();
-  };
-  // Mask and online softmax of tile t (as v4): P overwrites S in sacc, m and l are updated, and
-  // alpha = exp2(m_old - m_new) per row is returned for O. As in v4, only the tiles that cross S
-  // or the warp's causal diagonal run the mask code (kMask); the others run a copy without it.
-  auto softmax_body = [&](int t, float(&alpha)[2], auto mask_tag) {
-    constexpr bool kMask = decltype(mask_tag)::value;
-    const int kv0 = t * kBKV;
+
+    // ---- epilogue: the row log-sum-exp, then O / l in bf16 through shared memory and the TMA ----
+    float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // The row's last visible key (key < S, and key <= row if causal), relative to this lane's
-      // first column kv0 + 2 t4: column 8 j + e is masked past it (one compare with a constant).
-      const int last = (causal ? min(s - 1, row_g + 8 * h) : s - 1) - kv0 - 2 * t4;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < kBKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = sacc[4 * j + 2 * h + e];
-          if constexpr (kMask) {
-            if (8 * j + e > last) x = -INFINITY;
-          }
-          mx = fmaxf(mx, x);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // a row spans the 4 lanes of a quad
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run[h], mx);
-      const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-      alpha[h] = fast_exp2(m_run[h] * scale_log2 - m_scaled);  // 0 at first
-      m_run[h] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kBKV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = sacc[4 * j + 2 * h + e];
-          x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
-          sum += x;
-        }
-      l_run[h] = l_run[h] * alpha[h] + sum;
-    }
-  };
-  // Tiles t < mask_from lie wholly inside S and, if causal, at or left of the warp's diagonal
-  // (kv0 + kBKV - 1 <= warp_first): they need no mask.
-  const int mask_from = causal ? min(s / kBKV, (warp_first + 1) / kBKV) : s / kBKV;
-  auto softmax = [&](int t, float(&alpha)[2]) {
-    if (t >= mask_from) {
-      softmax_body(t, alpha, std::true_type{});
-    } else {
-      softmax_body(t, alpha, std::false_type{});
-    }
-  };
-  // P to bf16 A fragments: keys 16 kk .. 16 kk + 15 are the S columns of n-tiles 2 kk, 2 kk + 1.
-  auto pack_p = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < kBKV / 16; ++kk) {
-      pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
-      pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
-      pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
-      pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
-    }
-  };
-  // This warp is done reading stage st: one arrival of the kConsumerWarps the producer waits for.
-  auto release = [&](int st) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&kv_empty[st]);
-  };
-  // Ping-pong (kPingPong): the warpgroups take turns to issue their wgmma, in a ring. Warpgroup w
-  // waits on named barrier kTurnBarrier0 + w before issuing and, once issued, lets the next one go
-  // (bar.arrive on barrier (w + 1) % kWGs; 256 threads: the waiter and the one that lets it go),
-  // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores. The last
-  // warpgroup opens the first turn; it skips its final hand-over, so every barrier sees as many
-  // arrivals as waits (every warpgroup takes num_tiles turns). A warpgroup cannot pass twice
-  // before the next one waits: its next turn comes round the whole ring first.
-  constexpr int kWGs = C::kWGs;
-  auto turn_wait = [&]() {
-    if constexpr (C::kPingPong) {
-      asm volatile("bar.sync %0, 256;\n" ::"r"(C::kTurnBarrier0 + wg) : "memory");
-    }
-  };
-  auto turn_pass = [&](int t) {
-    if constexpr (C::kPingPong) {
-      if (!(wg == kWGs - 1 && t == num_tiles - 1)) {
-        asm volatile("bar.arrive %0, 256;\n" ::"r"(C::kTurnBarrier0 + (wg + 1) % kWGs) : "memory");
+      float l = l_run[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      inv[h] = l > 0.f ? 1.f / l : 0.f;
+      const int row = row_g + 8 * h;
+      if (row < s && t4 == 0 && lse != nullptr) {
+        lse[size_t(bh) * s + row] = (m_run[h] * scale_log2 + log2f(l)) * kLn2;
       }
     }
-  };
-  if constexpr (C::kPingPong) {
-    if (wg == kWGs - 1) asm volatile("bar.arrive %0, 256;\n" ::"n"(C::kTurnBarrier0) : "memory");
-  }
-  // O *= alpha per row, only when some row of the warp saw its max move (a warp-uniform branch).
-  auto rescale_o = [&](const float(&alpha)[2]) {
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+    // O goes into this warpgroup's own 64 rows of the Q tile (its last Q K^T has completed, and the
+    // other warpgroups read only their own rows), in the Q boxes' 128-byte swizzle: the 16-byte
+    // chunk c of row r sits at chunk c ^ (r % 8), which also spreads a warp's 4-byte writes over
+    // all 32 banks. One thread then stores the warpgroup's kD / 64 boxes of 64 x 64 with the TMA,
+    // which clips rows past S. Measured against 4-byte global stores straight from the accumulators
+    // (one A/B run, two timings each, TFLOP/s): 602-606 vs 595 at S4096 D128, 347-349 vs 345-348 at
+    // S2048 D64, 259-261 vs 249-251 causal at S2048 D64.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int r = 64 * wg + 16 * wl + g + 8 * h;  // row within the block's kBQ
+      // (An empty asm the compiler cannot see through: it computed the 2 x kD / 8 addresses
+      // below before the tile loop and kept them in registers through it, 8 bytes of spill with
+      // 3 warpgroups.)
+      asm volatile("" : "+r"(r));
 #pragma unroll
       for (int j = 0; j < kD / 8; ++j) {
-        oacc[4 * j + 0] *= alpha[0];
-        oacc[4 * j + 1] *= alpha[0];
-        oacc[4 * j + 2] *= alpha[1];
-        oacc[4 * j + 3] *= alpha[1];
+        uint8_t* dst = sq + (j / 8) * C::kQBox + r * 128 + (((j % 8) ^ (r % 8)) * 16) + 4 * t4;
+        *reinterpret_cast<uint32_t*>(dst) =
+            pack_bf16(oacc[4 * j + 2 * h] * inv[h], oacc[4 * j + 2 * h + 1] * inv[h]);
       }
     }
-  };
-
-  mbar_wait(q_full, 0);
-  if constexpr (C::kOverlap) {
-    // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
-    // overlap): S of tile t and O += P V of tile t - 1 are issued together, and the softmax of
-    // tile t runs on the CUDA cores while the P V multiply is still on the tensor cores.
-    mbar_wait(&kv_full[0], 0);
-    turn_wait();
-    fence();
-    issue_qk(0);
-    turn_pass(0);
-    wait<0>();
-    {
-      float alpha[2];
-      softmax(0, alpha);  // O is still zero: no rescale
-      pack_p();
-    }
-    for (int t = 1; t < num_tiles; ++t) {
-      const int st = t % kStages, prev = (t - 1) % kStages;
-      mbar_wait(&kv_full[st], (t / kStages) & 1);  // tile t's K and V have landed
-      turn_wait();
-      fence();
-      issue_qk(st);    // group: S of tile t
-      issue_pv(prev);  // group: O += P V of tile t - 1
-      turn_pass(t);
-      wait<1>();  // S of tile t is done (groups complete in order)
-      float alpha[2];
-      softmax(t, alpha);
-      wait<0>();  // P V of tile t - 1 is done: O may be rescaled, pa rewritten, stage prev reused
-      release(prev);
-      rescale_o(alpha);
-      pack_p();
-    }
-    fence();
-    issue_pv((num_tiles - 1) % kStages);  // the last tile's P V
-    wait<0>();
-    release((num_tiles - 1) % kStages);
-  } else {
-    // No overlap inside the warpgroup: S, softmax, P V of each tile in turn, so S (fp32) and P
-    // (bf16) of one tile only are live, never S of the next beside P of this one; the other
-    // warpgroups fill the tensor cores meanwhile. The turn covers the S multiply.
-    for (int t = 0; t < num_tiles; ++t) {
-      const int st = t % kStages;
-      mbar_wait(&kv_full[st], (t / kStages) & 1);
-      turn_wait();
-      fence();
-      issue_qk(st);
-      turn_pass(t);
-      wait<0>();
-      float alpha[2];
-      softmax(t, alpha);
-      if (t > 0) rescale_o(alpha);  // O is still zero at t = 0
-      pack_p();
-      fence();
-      issue_pv(st);
-      wait<0>();
-      release(st);
-    }
-  }
-
-  // ---- epilogue: the row log-sum-exp, then O / l in bf16 through shared memory and the TMA ----
-  float inv[2];
+    // These generic-proxy writes, before the TMA (async proxy) reads them; then the warpgroup's 4
+    // warps meet.
+    fence_proxy_async_smem();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(C::kEpilogueBarrier0 + wg) : "memory");
+    if (threadIdx.x % 128 == 0) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = l_run[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[h] = l > 0.f ? 1.f / l : 0.f;
-    const int row = row_g + 8 * h;
-    if (row < s && t4 == 0 && lse != nullptr) {
-      lse[size_t(bh) * s + row] = (m_run[h] * scale_log2 + log2f(l)) * kLn2;
-    }
-  }
-  // O goes into this warpgroup's own 64 rows of the Q tile (its last Q K^T has completed, and the
-  // other warpgroups read only their own rows), in the Q boxes' 128-byte swizzle: the 16-byte chunk
-  // c of row r sits at chunk c ^ (r % 8), which also spreads a warp's 4-byte writes over all 32
-  // banks. One thread then stores the warpgroup's kD / 64 boxes of 64 x 64 with the TMA, which
-  // clips rows past S. Measured against 4-byte global stores straight from the accumulators (one
-  // A/B run, two timings each, TFLOP/s): 602-606 vs 595 at S4096 D128, 347-349 vs 345-348 at
-  // S2048 D64, 259-261 vs 249-251 causal at S2048 D64.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = 64 * wg + 16 * wl + g + 8 * h;  // row within the block's kBQ
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j) {
-      uint8_t* dst = sq + (j / 8) * C::kQBox + r * 128 + (((j % 8) ^ (r % 8)) * 16) + 4 * t4;
-      *reinterpret_cast<uint32_t*>(dst) =
-          pack_bf16(oacc[4 * j + 2 * h] * inv[h], oacc[4 * j + 2 * h + 1] * inv[h]);
-    }
-  }
-  fence_proxy_async_smem();  // these generic-proxy writes, before the TMA (async proxy) reads them
-  // The warpgroup's 4 warps.
-  asm volatile("bar.sync %0, 128;\n" ::"r"(C::kEpilogueBarrier0 + wg) : "memory");
-  if (threadIdx.x % 128 == 0) {
-#pragma unroll
-    for (int b = 0; b < C::kBoxes; ++b) {
-      const uint8_t* box = sq + b * C::kQBox + wg * 64 * 128;
-      if (o_heads > 0) {  // token-major O, [B, S, H, D]: the map's dimensions are (D, H, S, B)
-        tma_store_4d(&map_o, box, 64 * b, bh % o_heads, q0 + 64 * wg, bh / o_heads);
-      } else {
-        tma_store_3d(&map_o, box, 64 * b, q0 + 64 * wg, bh);
+      for (int b = 0; b < C::kBoxes; ++b) {
+        const uint8_t* box = sq + b * C::kQBox + wg * 64 * 128;
+        if (o_heads > 0) {  // token-major O, [B, S, H, D]: the map's dimensions are (D, H, S, B)
+          tma_store_4d(&map_o, box, 64 * b, bh % o_heads, q0 + 64 * wg, bh / o_heads);
+        } else {
+          tma_store_3d(&map_o, box, 64 * b, q0 + 64 * wg, bh);
+        }
       }
+      bulk_commit();
+      bulk_wait_read_all();  // shared memory must outlive the copy
+      if constexpr (C::kPersistent) mbar_arrive(&q_empty[qb]);  // the next Q may come in
     }
-    bulk_commit();
-    bulk_wait_read_all();  // shared memory must outlive the copy
+    n0 += num_tiles;
   }
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)lse, (void)s, (void)causal,
-      (void)scale_log2, (void)num_q_blocks, (void)o_heads;
+      (void)scale_log2, (void)num_q_blocks, (void)num_items, (void)o_heads;
 #endif
 }
 
@@ -487,8 +543,15 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   }();
   (void)attr_set;
   const int num_q_blocks = gpu100::ceil_div(s.s, C::kBQ);
-  const int64_t blocks = s.heads() * num_q_blocks;
-  if (blocks > int64_t(0x7fffffff)) throw std::invalid_argument("v5_flash_wgmma: grid too large");
+  const int64_t items = s.heads() * num_q_blocks;
+  if (items > int64_t(0x7fffffff)) throw std::invalid_argument("v5_flash_wgmma: grid too large");
+  int64_t blocks = items;  // one per item, or (kPersistent) one per SM, each walking items
+  if constexpr (C::kPersistent) {
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    blocks = std::min<int64_t>(items, sms);
+  }
   // Q, K, V as B H matrices of S x D; boxes of kBQ (Q) or kBKV (K, V) rows x 64 columns.
   const CUtensorMap mq = day04::make_tma_map_3d(q, s.heads(), s.s, s.d, C::kBQ, 64);
   const CUtensorMap mk = day04::make_tma_map_3d(k, s.heads(), s.s, s.d, C::kBKV, 64);
@@ -503,7 +566,7 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
           : day04::make_tma_map_3d(o, s.heads(), s.s, s.d, 64, 64);
   flash_v5_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       mq, mk, mv, mo, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks,
-      token_major ? s.h : 0);
+      static_cast<int>(items), token_major ? s.h : 0);
   CUDA_CHECK_LAST();
 }
 
