@@ -1,9 +1,9 @@
 // day05 GPU tests: every variant against the double CPU reference at small awkward shapes
 // (S = 1, 17, 64, 100, 257; H = 1, 3; B = 1, 2; causal and not; D = 64 and 128), the flash
-// variants' log-sum-exp, many tiles, other head dimensions, unaligned tensors for v3, and the
-// refusals. Outputs and workspaces are poisoned with NaN before each launch.
-// Tolerances (README): |got - ref| <= tol * sum_j p_j |v_j|, tol = 2e-5 for fp32, 1e-2 for bf16
-// (v4 is compared with the reference on its bf16-rounded inputs).
+// variants' log-sum-exp, many tiles, more query tiles than SMs (v5), other head dimensions,
+// unaligned tensors for v3, and the refusals. Outputs and workspaces are poisoned with NaN before
+// each launch. Tolerances (README): |got - ref| <= tol * sum_j p_j |v_j|, tol = 2e-5 for fp32, 1e-2
+// for bf16 (v4 is compared with the reference on its bf16-rounded inputs).
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
@@ -66,6 +66,19 @@ TEST_CASE("the flash variants across many tiles and ragged tails", "[gpu]") {
           if (gpu100::test_sizes({sh.elements()}).empty()) continue;
           check_variant(*day05::find_variant(name), sh, seed += 3);
         }
+  }
+}
+
+TEST_CASE("v5 with more query tiles than the GPU has SMs", "[gpu]") {
+  // 300 heads x 1-2 query tiles: more than one per SM of any current GPU, so that a persistent
+  // tiling's blocks each walk several (its K/V ring and Q buffers going round across them); the
+  // others run them as separate blocks.
+  GPU100_REQUIRE_BUILD(day05::find_variant("v5_flash_wgmma")->needs, "v5_flash_wgmma");
+  uint64_t seed = 550;
+  for (bool causal : {false, true}) {
+    const auto sh = shape(1, 300, 129, 64, causal);
+    if (gpu100::test_sizes({sh.elements()}).empty()) continue;
+    check_variant(*day05::find_variant("v5_flash_wgmma"), sh, seed += 3);
   }
 }
 
