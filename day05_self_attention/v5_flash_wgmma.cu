@@ -71,7 +71,7 @@ using flash::pack_bf16;
 // frees the registers of one tile's P). A tile of kD columns is kD / 64 TMA boxes of 64 columns
 // (128 bytes: one swizzle span) side by side, each box `rows` x 128 bytes.
 template <int kD_, int kStages_, int kWGs_, int kBKV_, bool kPingPong_, bool kOverlap_ = true,
-          bool kPersistent_ = false>
+          bool kPersistent_ = false, bool kPSmem_ = false>
 struct V5Config {
   static constexpr int kD = kD_, kStages = kStages_, kWGs = kWGs_, kBKV = kBKV_;
   static constexpr bool kPingPong = kPingPong_, kOverlap = kOverlap_, kPersistent = kPersistent_;
@@ -79,6 +79,11 @@ struct V5Config {
   // runs on across items and Q is double-buffered, so the next item's Q and first K/V tiles load
   // while this item's last tiles and its O store run. Off: one block per item.
   static constexpr int kQBuffers = kPersistent ? 2 : 1;
+  // kPSmem: P goes through shared memory (each warpgroup's 64 x kBKV, bf16, in the 128-byte
+  // swizzle) and O += P V reads both operands from there, as FlashAttention-3 does at D = 64
+  // non-causal: no registers for P's A fragments, one store of P and a warpgroup barrier per tile.
+  static constexpr bool kPSmem = kPSmem_;
+  static constexpr int kPBytes = kPSmem ? 64 * kBKV * 2 : 0;  // per warpgroup
   static constexpr int kConsumerWarps = 4 * kWGs;
   static constexpr int kBQ = 64 * kWGs;  // queries per block
   // + a producer warpgroup: with a single producer warp (288 threads) ptxas still held the kernel
@@ -99,14 +104,15 @@ struct V5Config {
   // Q full and empty per Q buffer; K/V full and empty per stage.
   static constexpr int kBarriers = 2 * kQBuffers + 2 * kStages;
   static constexpr size_t kSmemBytes = size_t(kQBuffers) * kQBytes +
-                                       2 * size_t(kStages) * kKVBytes + 8 * kBarriers +
-                                       1024 /* alignment */;
+                                       2 * size_t(kStages) * kKVBytes + size_t(kWGs) * kPBytes +
+                                       8 * kBarriers + 1024 /* alignment */;
   // Named barriers: 0 is __syncthreads; 1 .. kWGs the turns; kWGs + 1 .. 2 kWGs each warpgroup's
   // epilogue. The hardware has 16.
   static constexpr int kTurnBarrier0 = 1, kEpilogueBarrier0 = 1 + kWGs;
   static_assert(kTurnBarrier0 + kWGs <= kEpilogueBarrier0 && kEpilogueBarrier0 + kWGs <= 16,
                 "named barriers");
   static_assert(kD == 64 || kD == 128, "instantiated for D = 64 and 128");
+  static_assert(!kPSmem || kD == 64, "P through shared memory: written for D = 64 only");
   static_assert(kWGs == 2 || kWGs == 3, "2 or 3 consumer warpgroups");
   static_assert(kBKV == 128 || (kBKV == 192 && kD == 64), "128-key tiles, or 192 at D = 64");
   static_assert(kBQ <= 256 && kBKV <= 256, "a TMA box has at most 256 rows");
@@ -132,30 +138,35 @@ using ConfigD128 = V5Config<128, 3, 2, 128, false>;
 // of the same names. Not yet measured against each other. ptxas (13.0) spills in none of them;
 // the highest register a consumer thread touches is noted (of 240 with 2 warpgroups, 160 with 3).
 //   0: 2 warpgroups (128 queries) x 128 keys, 4 stages, turns, overlap: the tiling measured at
-//      345-378 TFLOP/s (R159)
+//      345-378 TFLOP/s (R156)
 //   1: 3 warpgroups (192 queries) x 128 keys, 4 stages, turns in a ring of 3, overlap: what
-//      FlashAttention-3 runs at D = 64 causal (R152)
+//      FlashAttention-3 runs at D = 64 causal (hopper/tile_size.h; R156)
 //   2: as 1 without the turns (R156)
 //   3: 2 warpgroups x 192 keys, 4 stages, turns, overlap (S 96 + P 48 + O 32 registers; R236)
 //   4: 3 warpgroups x 128 keys, 4 stages, no turns, no overlap: the three warpgroups' own
-//      interleaving as the only overlap (R128)
-//   5: as 4 with the turns (R130)
-//   6: 2 warpgroups x 192 keys, 4 stages, no turns, overlap (R236)
-//   7, 8, 9: 0, 1 and 3, persistent (one block per SM; R157, R156, R236). Items go to blocks
+//      interleaving as the only overlap (R125)
+//   5: as 4 with the turns (R125)
+//   6: 2 warpgroups x 192 keys, 4 stages, no turns, overlap (R237)
+//   7, 8, 9: 0, 1 and 3, persistent (one block per SM; R156, R156, R237). Items go to blocks
 //      round-robin, which balances equal items (non-causal) but not causal ones.
-// Not in the table: 3 warpgroups x 192 keys, FlashAttention-3's non-causal D = 64 tiling (without
-// the overlap, S 96 + O 32 registers): ptxas spilled 288 bytes at 160 registers, with or without
-// the turns (in the SASS, the exponentials went to other registers than the scores they replace).
-using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,               // 0
-                              V5Config<64, 4, 3, 128, true>,               // 1
-                              V5Config<64, 4, 3, 128, false>,              // 2
-                              V5Config<64, 4, 2, 192, true>,               // 3
-                              V5Config<64, 4, 3, 128, false, false>,       // 4
-                              V5Config<64, 4, 3, 128, true, false>,        // 5
-                              V5Config<64, 4, 2, 192, false>,              // 6
-                              V5Config<64, 4, 2, 128, true, true, true>,   // 7
-                              V5Config<64, 4, 3, 128, true, true, true>,   // 8
-                              V5Config<64, 4, 2, 192, true, true, true>>;  // 9
+//   10: 3 warpgroups x 192 keys, 2 stages, turns, overlap, P through shared memory: what
+//      FlashAttention-3 runs at D = 64 non-causal (R157)
+//   11: 10, persistent (R157)
+// Not in the table: 3 warpgroups x 192 keys with P in registers, without the overlap (S 96 + O 32
+// registers, then P 48): ptxas spilled 288 bytes at 160 registers, with or without the turns (in
+// the SASS, the exponentials went to other registers than the scores they replace).
+using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,                     // 0
+                              V5Config<64, 4, 3, 128, true>,                     // 1
+                              V5Config<64, 4, 3, 128, false>,                    // 2
+                              V5Config<64, 4, 2, 192, true>,                     // 3
+                              V5Config<64, 4, 3, 128, false, false>,             // 4
+                              V5Config<64, 4, 3, 128, true, false>,              // 5
+                              V5Config<64, 4, 2, 192, false>,                    // 6
+                              V5Config<64, 4, 2, 128, true, true, true>,         // 7
+                              V5Config<64, 4, 3, 128, true, true, true>,         // 8
+                              V5Config<64, 4, 2, 192, true, true, true>,         // 9
+                              V5Config<64, 2, 3, 192, true, true, false, true>,  // 10
+                              V5Config<64, 2, 3, 192, true, true, true, true>>;  // 11
 #ifndef GPU100_V5_D64_CONFIG
 #define GPU100_V5_D64_CONFIG 0
 #endif
@@ -180,7 +191,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   uint8_t* sq0 = smem;                            // kQBuffers x kBoxes x [kBQ][64]
   uint8_t* sk = sq0 + C::kQBuffers * C::kQBytes;  // kStages x kBoxes x [kBKV][64]
   uint8_t* sv = sk + kStages * C::kKVBytes;       // the same for V
-  uint64_t* q_full = reinterpret_cast<uint64_t*>(sv + kStages * C::kKVBytes);  // [kQBuffers]
+  uint8_t* sp0 = sv + kStages * C::kKVBytes;      // kPSmem: kWGs x (kBKV / 64) x [64][64]
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(sp0 + C::kWGs * C::kPBytes);  // [kQBuffers]
   uint64_t* q_empty = q_full + C::kQBuffers;                                   // [kQBuffers]
   uint64_t* kv_full = q_empty + C::kQBuffers;                                  // [kStages]
   uint64_t* kv_empty = kv_full + kStages;                                      // [kStages]
@@ -263,8 +275,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const int bh = item.bh, q0 = item.q0, num_tiles = item.num_tiles, qb = nth % C::kQBuffers;
     uint8_t* sq = sq0 + qb * C::kQBytes;
     // The stage of this item's tile t, and the parity its full barrier completes with.
-    auto stage = [&](int t) { return (n0 + t) % kStages; };
-    auto parity = [&](int t) { return ((n0 + t) / kStages) & 1; };
+    // (n0 and nth are 0 without kPersistent: written so that the compiler sees it, else they
+    // took registers, which spilled with P in shared memory.)
+    auto stage = [&](int t) { return ((C::kPersistent ? n0 : 0) + t) % kStages; };
+    auto parity = [&](int t) { return (((C::kPersistent ? n0 : 0) + t) / kStages) & 1; };
     const int warp_first = q0 + 64 * wg + 16 * wl;  // the warp's first query row
     const int row_g = warp_first + g;               // this lane's rows: row_g, row_g + 8
 
@@ -272,9 +286,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) oacc[i] = 0.f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // l: this lane's partial sums
-    float sacc[kBKV / 2];       // S, then P in fp32: sacc[4 j + 2 h + e] is row row_g + 8 h,
-                                // key kv0 + 8 j + 2 t4 + e
-    uint32_t pa[kBKV / 16][4];  // P in bf16 A fragments, one per 16 keys
+    float sacc[kBKV / 2];  // S, then P in fp32: sacc[4 j + 2 h + e] is row row_g + 8 h,
+                           // key kv0 + 8 j + 2 t4 + e
+    // P in bf16 A fragments, one per 16 keys (with kPSmem, in shared memory at sp instead).
+    uint32_t pa[C::kPSmem ? 1 : kBKV / 16][4];
+    uint8_t* sp = sp0 + wg * C::kPBytes;
 
     // S = Q K^T for the tile in stage st (64 x kBKV per warpgroup): both operands K-major (d
     // contiguous). A k-step of 16 d is 32 bytes further inside each 128-byte row, the next box
@@ -303,7 +319,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < kBKV / 16; ++kk) {
         const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
-        if constexpr (kD == 128) {
+        if constexpr (C::kPSmem) {  // P as K-major A: 16 keys = 32 bytes, the next box after 4
+          const uint64_t dp = make_desc(sp + (kk / 4) * 8192 + (kk % 4) * 32, 16, 1024);
+          wgmma_m64n64k16_bf16_ss_tb(oacc, dp, dv);
+        } else if constexpr (kD == 128) {
           wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
         } else {
           wgmma_m64n64k16_bf16_rs(oacc, pa[kk], dv);
@@ -363,18 +382,41 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     };
     // P to bf16 A fragments: keys 16 kk .. 16 kk + 15 are the S columns of n-tiles 2 kk, 2 kk + 1.
     auto pack_p = [&]() {
+      if constexpr (C::kPSmem) {
+        // Into the warpgroup's P tile, laid out as the O epilogue below lays out O (the 16-byte
+        // chunk c of row r at chunk c ^ (r % 8)); the previous tile's P V has completed. Then the
+        // writes are made visible to wgmma (async proxy). A warp's share of the warpgroup's
+        // multiply reads only its own 16 rows of P, so the warp alone meets (FlashAttention-3's
+        // __syncwarp here).
 #pragma unroll
-      for (int kk = 0; kk < kBKV / 16; ++kk) {
-        pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
-        pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
-        pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
-        pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
+        for (int h = 0; h < 2; ++h) {
+          const int r = 16 * wl + g + 8 * h;  // row within the warpgroup's 64
+#pragma unroll
+          for (int j = 0; j < kBKV / 8; ++j) {
+            uint8_t* dst = sp + (j / 8) * 8192 + r * 128 + (((j % 8) ^ (r % 8)) * 16) + 4 * t4;
+            *reinterpret_cast<uint32_t*>(dst) =
+                pack_bf16(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]);
+          }
+        }
+        fence_proxy_async_smem();
+        __syncwarp();
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < kBKV / 16; ++kk) {
+          pa[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);  // row g, keys 2 t4, +1
+          pa[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);  // row g + 8
+          pa[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);  // row g, keys + 8
+          pa[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);  // row g + 8, keys + 8
+        }
       }
     };
     // This warp is done reading stage st: one arrival of the kConsumerWarps the producer waits for.
+    // (The lane index is read again here, not kept: with P in shared memory ptxas had spilled it.)
     auto release = [&](int st) {
       __syncwarp();
-      if (lane == 0) mbar_arrive(&kv_empty[st]);
+      uint32_t lane_now;
+      asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane_now));
+      if (lane_now == 0) mbar_arrive(&kv_empty[st]);
     };
     // Ping-pong (kPingPong): the warpgroups take turns to issue their wgmma, in a ring. Warpgroup w
     // waits on named barrier kTurnBarrier0 + w before issuing and, once issued, lets the next one
@@ -413,7 +455,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
     };
 
-    mbar_wait(&q_full[qb], (nth / C::kQBuffers) & 1);
+    mbar_wait(&q_full[qb], C::kPersistent ? (nth / C::kQBuffers) & 1 : 0);
     if constexpr (C::kOverlap) {
       // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
       // overlap): S of tile t and O += P V of tile t - 1 are issued together, and the softmax of
