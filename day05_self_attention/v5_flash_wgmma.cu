@@ -312,9 +312,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       commit();
     };
     // O += P V for the tile in stage st: A = P from registers (kPSmem: from shared memory, laid
-    // out as Q), B = V as stored, [key][d], i.e.
-    // N-major (a transposed read): a k-step of 16 keys is 16 rows = 2048 B further, LBO = one box
-    // (the next 64 columns of d).
+    // out as Q), B = V as stored, [key][d], i.e. N-major (a transposed read): a k-step of 16 keys
+    // is 16 rows = 2048 B further, LBO = one box (the next 64 columns of d).
     auto issue_pv = [&](int st) {
       const uint8_t* svt = sv + st * C::kKVBytes;
 #pragma unroll
