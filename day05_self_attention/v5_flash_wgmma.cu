@@ -20,7 +20,8 @@
 //  - 128 keys per K/V tile, 2 consumer warpgroups of 64 query rows (128 queries per block). At
 //    D = 64 the tiling is chosen at compile time from a table of candidates (3 warpgroups, 192
 //    queries; 192-key tiles; turns in a ring or none; the overlap on or off; one block per
-//    item or one per SM walking the items): D64Configs below.
+//    item or one per SM walking the items): D64Configs below. The default there, 3 warpgroups
+//    with turns, persistent, 5 stages, took S 2048 D 64 from 0.74x to 0.99x cuDNN (H200).
 //  - as in v4, only the tiles that cross S or the warp's causal diagonal run the mask code; the
 //    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
@@ -28,7 +29,7 @@
 // The costs: sm_90a only; 1 block of 384 threads per SM, whose consumers need more than the 168
 // registers an even split would give (S, P and O are live together: ptxas used 222 with a 224
 // cap, and the 168 of an even split made it spill and serialise the wgmma); 224 KB of shared
-// memory at D = 128. O leaves through shared memory and a TMA store. Not done here: FP8.
+// memory at D = 128 (D = 64: 512 threads, 160 registers a consumer, 209 KB). O leaves through shared memory and a TMA store. Not done here: FP8.
 // Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -133,10 +134,14 @@ struct V5Config {
 // 32 KB = 144 KB.
 using ConfigD128 = V5Config<128, 3, 2, 128, false>;
 
-// D = 64 candidates, chosen at compile time: GPU100_V5_D64_CONFIG (non-causal, default 0) and
+// D = 64 candidates, chosen at compile time: GPU100_V5_D64_CONFIG (non-causal, default 12) and
 // GPU100_V5_D64_CAUSAL_CONFIG (causal, default the same), e.g. through CMake's cache variables
-// of the same names. Not yet measured against each other. ptxas (13.0) spills in none of them;
-// the highest register a consumer thread touches is noted (of 240 with 2 warpgroups, 160 with 3).
+// of the same names. ptxas (13.0) spills in none of them; the highest register a consumer thread
+// touches is noted (of 240 with 2 warpgroups, 160 with 3). Timed one by one on an H200 (B 8,
+// H 16, S 2048, against cuDNN's 500 / 378 TFLOP/s in the same runs; non-causal / causal): 0 409 /
+// 330, 1 468 / 349, 2 457 / 338, 3 409 / 324, 5 464 / 347, 7 430 / 320, 8 492 / 377 (246 causal
+// with head-major items), 10 324 / 268, 11 328 / 177, 12 493 / 379
+// (results/h200/day05_v5_d64_tilings.txt). 12 is the default for both masks.
 //   0: 2 warpgroups (128 queries) x 128 keys, 4 stages, turns, overlap: the tiling measured at
 //      345-378 TFLOP/s (R156)
 //   1: 3 warpgroups (192 queries) x 128 keys, 4 stages, turns in a ring of 3, overlap: what
@@ -148,10 +153,12 @@ using ConfigD128 = V5Config<128, 3, 2, 128, false>;
 //   5: as 4 with the turns (R125)
 //   6: 2 warpgroups x 192 keys, 4 stages, no turns, overlap (R237)
 //   7, 8, 9: 0, 1 and 3, persistent (one block per SM; R156, R156, R237). Items go to blocks
-//      round-robin, which balances equal items (non-causal) but not causal ones.
+//      round-robin, head-major (non-causal: equal items, one head's K and V shared in L2) or
+//      tile-major (causal: each block gets one item of each length in turn).
 //   10: 3 warpgroups x 192 keys, 2 stages, turns, overlap, P through shared memory: what
 //      FlashAttention-3 runs at D = 64 non-causal (R157)
 //   11: 10, persistent (R157)
+//   12: 8 with 5 K/V stages
 // Not in the table: 3 warpgroups x 192 keys with P in registers, without the overlap (S 96 + O 32
 // registers, then P 48): ptxas spilled 288 bytes at 160 registers, with or without the turns (in
 // the SASS, the exponentials went to other registers than the scores they replace).
@@ -166,9 +173,10 @@ using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,                    
                               V5Config<64, 4, 3, 128, true, true, true>,         // 8
                               V5Config<64, 4, 2, 192, true, true, true>,         // 9
                               V5Config<64, 2, 3, 192, true, true, false, true>,  // 10
-                              V5Config<64, 2, 3, 192, true, true, true, true>>;  // 11
+                              V5Config<64, 2, 3, 192, true, true, true, true>,   // 11
+                              V5Config<64, 5, 3, 128, true, true, true>>;        // 12
 #ifndef GPU100_V5_D64_CONFIG
-#define GPU100_V5_D64_CONFIG 0
+#define GPU100_V5_D64_CONFIG 12
 #endif
 #ifndef GPU100_V5_D64_CAUSAL_CONFIG
 #define GPU100_V5_D64_CAUSAL_CONFIG GPU100_V5_D64_CONFIG
@@ -201,14 +209,19 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // Item i: head bh = i / num_q_blocks, query tile num_q_blocks - 1 - i % num_q_blocks. The items
   // of one head are consecutive (K and V shared in L2); query tiles last to first, so the longest
   // causal ones start first. A block takes items blockIdx.x, + gridDim.x, ... (one item unless
-  // kPersistent); its nth item (from 0) uses Q buffer nth % kQBuffers.
+  // kPersistent); its nth item (from 0) uses Q buffer nth % kQBuffers. Persistent and causal, the
+  // items go tile-major instead (every head's last query tile, then every head's one before it):
+  // with head-major items a block would meet the same tile of every head, always the longest or
+  // always the shortest, while tile-major gives each block one item of each length in turn.
   struct Item {
     int bh, q0, num_tiles;
   };
   auto item_at = [&](int i) {
     Item it;
-    it.bh = i / num_q_blocks;
-    it.q0 = (num_q_blocks - 1 - i % num_q_blocks) * C::kBQ;
+    const bool tile_major = C::kPersistent && causal;
+    const int heads = num_items / num_q_blocks;
+    it.bh = tile_major ? i % heads : i / num_q_blocks;
+    it.q0 = (num_q_blocks - 1 - (tile_major ? i / heads : i % num_q_blocks)) * C::kBQ;
     it.num_tiles = gpu100::ceil_div(causal ? min(s, it.q0 + C::kBQ) : s, kBKV);
     return it;
   };
