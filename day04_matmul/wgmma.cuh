@@ -105,6 +105,18 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* map
       : "memory");
 }
 
+// A plain bulk copy (no tensor map): `bytes` contiguous bytes from global to shared memory,
+// completing on an mbarrier like the tensor copies. Both addresses 16-byte aligned, bytes a
+// multiple of 16 (day05's bwd v3 brings a tile's row log-sum-exp and D_i this way).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // The reverse: a box of shared memory (in the map's swizzled layout) written to global memory by
 // the TMA engine; parts outside the tensor are not written. Completes as a bulk async-group.
 __device__ __forceinline__ void tma_store_3d(const void* map, const void* src, int c0, int c1,
@@ -334,37 +346,31 @@ __device__ __forceinline__ void wgmma_m64n192k16_bf16_ss(float (&d)[96], uint64_
         "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
-// d (64 x 64) = A (64 x 16, K-major) * B (16 x 64, K-major) + (accumulate ? d : 0): the n = 64
-// form of the above (day08's v9 at K <= 64 filters).
-__device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, int accumulate) {
+// d (64 x 64) = A (64 x 16) * B (16 x 64) + (accumulate ? d : 0), both from shared memory, each
+// operand's major-ness chosen: kTransA / kTransB = 0 reads it K-major, 1 MN-major (the transpose
+// bits, bf16 and fp16 only). day05's bwd v3 computes dQ = dS K with A = dS stored as dS^T
+// [key][query] and B = K stored [key][d], both MN-major; v5 with P through shared memory, O += P V
+// with V read MN-major.
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16_bf16_ss_major(float (&d)[32], uint64_t desc_a,
+                                                              uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n"
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
 }
-// d (64 x 64) += A (64 x 16, K-major) * B (16 x 64, N-major: a transposed read), both from shared
-// memory (day05's v5 with P through shared memory: O += P V).
-__device__ __forceinline__ void wgmma_m64n64k16_bf16_ss_tb(float (&d)[32], uint64_t desc_a,
-                                                           uint64_t desc_b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 1;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b));
+// The K-major form of the above (day08's v9 at K <= 64 filters).
+__device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], uint64_t desc_a,
+                                                        uint64_t desc_b, int accumulate) {
+  wgmma_m64n64k16_bf16_ss_major<0, 0>(d, desc_a, desc_b, accumulate);
 }
 // d (64 x 128) = A (64 x 8, K-major) * B (8 x 128, K-major) + (accumulate ? d : 0), TF32 inputs
 // (the hardware reads the top 19 bits of each fp32 value: truncation, not rounding). TF32 takes no

@@ -1,7 +1,7 @@
 // day05: the backward registry (the binary's --backward rows, the tests and the README's backward
 // table), the forward's registry's counterpart. The ladder's rungs come before the library row:
 // bwd_v1_cublas, bwd_v2_flash_mma and bwd_v2b_flash_mma_dq_pass (mma.sync), then
-// bwd_v3_flash_wgmma (Hopper) when it exists.
+// bwd_v3_flash_wgmma (Hopper: wgmma, TMA).
 #include <string>
 #include <vector>
 
@@ -31,6 +31,12 @@ const std::vector<AttentionBackwardVariant>& attention_backward_variants() {
        "that loops over the key tiles (S and dP recomputed), written once in bf16",
        P::kBf16, nullptr, attention_bwd_v2b_flash_mma_dq_pass, bwd_v2b_workspace_bytes,
        bwd_v2b_refusal, false, gpu100::ArchNeed::kSm80},
+      {"bwd_v3_flash_wgmma",
+       "FlashAttention-3's backward on Hopper: wgmma from shared memory (P^T and dS^T from "
+       "registers), a TMA producer warpgroup feeding Q and dO through an mbarrier ring, 128 keys "
+       "per block over 2 consumer warpgroups, dQ by fp32 vector reductions",
+       P::kBf16, nullptr, attention_bwd_v3_flash_wgmma, bwd_v3_workspace_bytes, bwd_v3_refusal,
+       false, gpu100::ArchNeed::kSm90a},
       {"cudnn_sdpa_bwd",
        "cuDNN's fused attention backward (the frontend's sdpa_backward; PyTorch's SDPA backward on "
        "its cuDNN backend): the bf16 rows' library",

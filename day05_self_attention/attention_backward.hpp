@@ -109,6 +109,16 @@ void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape&,
 size_t bwd_v2b_workspace_bytes(const AttentionShape& s);  // B H S floats (D_i)
 std::string bwd_v2b_refusal(const AttentionShape& s);
 
+// bwd v3 (bwd_v3_flash_wgmma.cu): FlashAttention-3's backward on Hopper's wgmma and TMA (sm_90a
+// code only): a block per 128 keys, a TMA producer warpgroup and 2 consumer warpgroups; dQ
+// accumulated in fp32 by vector reductions in the workspace. D = 64 and 128.
+void attention_bwd_v3_flash_wgmma(const AttentionShape&, const BackwardTensors<__nv_bfloat16>&,
+                                  void*, size_t, cudaStream_t);
+// [B H S D fp32, on a 256-byte boundary][D_i: B H S_pad fp32, on a 256-byte boundary][lse log2 e:
+// B H S_pad fp32], S_pad = S rounded up to a multiple of 64.
+size_t bwd_v3_workspace_bytes(const AttentionShape& s);
+std::string bwd_v3_refusal(const AttentionShape& s);
+
 // cuDNN's fused attention backward (cudnn_sdpa_backward.cpp, the cuDNN frontend's sdpa_backward):
 // the bf16 rows' library. Refused with a one-line note where the frontend or cuDNN is missing or
 // cuDNN has no plan for the shape.

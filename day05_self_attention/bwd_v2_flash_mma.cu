@@ -11,11 +11,11 @@
 //   dQ_i += dS K_j            (dS^T through shared memory, read back by ldmatrix.trans; the
 //                              [Br x D] partial added to an fp32 accumulator by atomics)
 // Three kernels: a pre-pass (D_i = dO_i . O_i, the fp32 dQ accumulator zeroed), the main kernel,
-// a post-pass (dQ = c x the accumulator, rounded to bf16). Why it is faster than v1: every score
-// lives in registers (bf16 for a moment in shared memory for dQ), so the DRAM bytes are O(S D)
-// per head and the time is the five products' on the tensor cores. What it costs: dQ's partial
-// sums go through L2 as fp32 atomics, S / Bc of them per element of dQ (64 at S = 4096), and the
-// S^T and dP^T products recompute what the forward and dV already had.
+// a post-pass (dQ = c x the accumulator, rounded to bf16); the passes are bwd_util.cu's. Why it is
+// faster than v1: every score lives in registers (bf16 for a moment in shared memory for dQ), so
+// the DRAM bytes are O(S D) per head and the time is the five products' on the tensor cores. What
+// it costs: dQ's partial sums go through L2 as fp32 atomics, S / Bc of them per element of dQ (64
+// at S = 4096), and the S^T and dP^T products recompute what the forward and dV already had.
 // bwd_v2b_flash_mma_dq_pass (this file too) gets dQ without atomics, by a separate pass: the
 // main kernel without dQ, then bwd_v2b_dq_kernel, one block per query tile looping over the key
 // tiles (S and dP recomputed), dQ in registers and written once: no atomics, 1.4x the mma work.
@@ -29,6 +29,7 @@
 #include <string>
 
 #include "attention_backward.hpp"
+#include "bwd_util.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
 #include "flash_util.cuh"
@@ -56,7 +57,6 @@ using flash::kLog2e;
 using flash::pack_bf16;
 
 constexpr size_t kAlign = 256;  // each buffer of the workspace starts on this boundary
-constexpr int kRowWarps = 8;    // warps per block of the pre- and post-pass
 
 // The tiling of one instantiation. kD: head dimension; kBc keys per block (16 per warp: the
 // mma's M); kBr queries per tile of the loop; kStages: Q / dO / lse / D tiles in the cp.async
@@ -88,56 +88,6 @@ struct BwdConfig {
 using BwdD128 = BwdConfig<128, 64, 1, 2>;
 // D = 64: 64 queries per tile, two stages (64 KB).
 using BwdD64 = BwdConfig<64, 64, 2, 2>;
-
-// ---- pre-pass: D_i and (bwd v2) the zeroed dQ accumulator, one warp per row (grid-stride)
-// ----------------
-__global__ void __launch_bounds__(32 * kRowWarps)
-    bwd_v2_prepass_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ o,
-                          float* __restrict__ delta, float* __restrict__ dq_acc, int64_t rows,
-                          int d) {
-  const int lane = threadIdx.x % 32;
-  for (int64_t row = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32; row < rows;
-       row += int64_t(gridDim.x) * kRowWarps) {  // the same row for the whole warp
-    const bf16* a = dout + row * d;
-    const bf16* b = o + row * d;
-    float acc = 0.f;
-    for (int e = 8 * lane; e < d; e += 256) {  // 8 bf16 (16 bytes) per lane and step
-      const uint4 ua = *reinterpret_cast<const uint4*>(a + e);
-      const uint4 ub = *reinterpret_cast<const uint4*>(b + e);
-      const uint32_t wa[4] = {ua.x, ua.y, ua.z, ua.w}, wb[4] = {ub.x, ub.y, ub.z, ub.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        __nv_bfloat162 x, y;
-        memcpy(&x, &wa[c], 4);
-        memcpy(&y, &wb[c], 4);
-        acc += __low2float(x) * __low2float(y) + __high2float(x) * __high2float(y);
-      }
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0) delta[row] = acc;
-    if (dq_acc != nullptr) {  // bwd v2b has no accumulator
-      float* z = dq_acc + row * d;
-      for (int e = 4 * lane; e < d; e += 128) {
-        *reinterpret_cast<float4*>(z + e) = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
-  }
-}
-
-// ---- post-pass: dQ = c x the fp32 accumulator, in bf16, four elements per thread (grid-stride)
-__global__ void __launch_bounds__(256)
-    bwd_v2_postpass_kernel(const float* __restrict__ dq_acc, bf16* __restrict__ dq, int64_t n4,
-                           float scale) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const float4 f = reinterpret_cast<const float4*>(dq_acc)[i];
-    uint2 u;
-    u.x = pack_bf16(f.x * scale, f.y * scale);
-    u.y = pack_bf16(f.z * scale, f.w * scale);
-    reinterpret_cast<uint2*>(dq)[i] = u;
-  }
-}
 
 // ---- the main kernel ---------------------------------------------------------------------------
 
@@ -667,11 +617,6 @@ size_t workspace_for(const AttentionShape& s) {
   return dq_acc_bytes(s) + size_t(s.rows()) * sizeof(float);
 }
 
-unsigned row_grid(int64_t rows) {
-  return static_cast<unsigned>(
-      std::min<int64_t>(gpu100::ceil_div<int64_t>(rows, kRowWarps), int64_t(1) << 20));
-}
-
 template <class C, bool kDqAtomic>
 void launch_main(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* delta,
                  float* dq_acc, cudaStream_t stream) {
@@ -765,20 +710,13 @@ void attention_bwd_v2_flash_mma(const AttentionShape& s, const BackwardTensors<b
   float* dq_acc = reinterpret_cast<float*>(ws);
   float* delta = reinterpret_cast<float*>(ws + dq_acc_bytes(s));
 
-  const int64_t rows = s.rows();
-  bwd_v2_prepass_kernel<<<row_grid(rows), 32 * kRowWarps, 0, stream>>>(t.dout, t.o, delta, dq_acc,
-                                                                       rows, s.d);
-  CUDA_CHECK_LAST();
+  bwd::launch_prepass(t.dout, t.o, t.lse, delta, nullptr, dq_acc, s.heads(), s.s, s.s, s.d, stream);
   if (s.d == 64) {
     launch_main<BwdD64, true>(s, t, delta, dq_acc, stream);
   } else {
     launch_main<BwdD128, true>(s, t, delta, dq_acc, stream);
   }
-  const int64_t n4 = s.elements() / 4;  // D % 16 == 0
-  const unsigned grid = static_cast<unsigned>(
-      std::min<int64_t>(gpu100::ceil_div<int64_t>(n4, 256), int64_t(1) << 20));
-  bwd_v2_postpass_kernel<<<grid, 256, 0, stream>>>(dq_acc, t.dq, n4, softmax_scale(s.d));
-  CUDA_CHECK_LAST();
+  bwd::launch_postpass(dq_acc, t.dq, s.elements(), softmax_scale(s.d), stream);  // D % 16 == 0
 }
 
 void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape& s, const BackwardTensors<bf16>& t,
@@ -787,10 +725,8 @@ void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape& s, const Backward
   check_arguments("bwd_v2b_flash_mma_dq_pass", s, t, workspace, workspace_bytes,
                   bwd_v2b_workspace_bytes(s));
   float* delta = static_cast<float*>(workspace);
-  const int64_t rows = s.rows();
-  bwd_v2_prepass_kernel<<<row_grid(rows), 32 * kRowWarps, 0, stream>>>(t.dout, t.o, delta, nullptr,
-                                                                       rows, s.d);
-  CUDA_CHECK_LAST();
+  bwd::launch_prepass(t.dout, t.o, t.lse, delta, nullptr, nullptr, s.heads(), s.s, s.s, s.d,
+                      stream);
   // The two kernels are independent given D_i (dK, dV from one, dQ from the other); one stream
   // runs them one after the other.
   if (s.d == 64) {

@@ -253,8 +253,9 @@ TEST_CASE("backward reference: one head writes every value of its own head, and 
   }
 }
 
-TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2, v2b and cuDNN's backward",
-          "[cpu]") {
+TEST_CASE(
+    "the backward registry lists bwd v1 in both precisions, bwd v2, v2b, v3 and cuDNN's backward",
+    "[cpu]") {
   const auto& vs = day05::attention_backward_variants();
   REQUIRE(vs.size() >= 3);
   CHECK(std::strcmp(vs[0].name, "bwd_v1_cublas_fp32") == 0);
@@ -273,12 +274,17 @@ TEST_CASE("the backward registry lists bwd v1 in both precisions, bwd v2, v2b an
   CHECK(vs[2].bf16 == day05::attention_bwd_v2_flash_mma);
   CHECK_FALSE(vs[2].is_library);
   CHECK(vs[2].needs == gpu100::ArchNeed::kSm80);  // mma.sync bf16, cp.async
-  REQUIRE(vs.size() >= 5);
+  REQUIRE(vs.size() >= 6);
   CHECK(std::strcmp(vs[3].name, "bwd_v2b_flash_mma_dq_pass") == 0);  // v2 with the dQ pass
   CHECK(vs[3].precision == day05::Precision::kBf16);
   CHECK(vs[3].bf16 == day05::attention_bwd_v2b_flash_mma_dq_pass);
   CHECK_FALSE(vs[3].is_library);
   CHECK(vs[3].needs == gpu100::ArchNeed::kSm80);
+  CHECK(std::strcmp(vs[4].name, "bwd_v3_flash_wgmma") == 0);  // Hopper's rung, then the library
+  CHECK(vs[4].precision == day05::Precision::kBf16);
+  CHECK(vs[4].bf16 == day05::attention_bwd_v3_flash_wgmma);
+  CHECK_FALSE(vs[4].is_library);
+  CHECK(vs[4].needs == gpu100::ArchNeed::kSm90a);  // wgmma, TMA, setmaxnreg
   const day05::AttentionBackwardVariant* cudnn = day05::find_backward_variant("cudnn_sdpa_bwd");
   REQUIRE(cudnn != nullptr);
   CHECK(cudnn == &vs.back());  // the library row comes last, after the ladder's rungs
@@ -392,6 +398,62 @@ TEST_CASE("bwd v2 and v2b: workspace, the D they take, and their refusals before
   CHECK(refused(
       [&] { day05::attention_bwd_v2b_flash_mma_dq_pass(sh, misaligned, buf, need, nullptr); },
       "16-byte aligned"));
+}
+
+TEST_CASE("bwd v3: workspace, the D it takes, and its refusals before any CUDA call", "[cpu]") {
+  using day05::AttentionShape;
+  // [dQ accumulator: B H S D fp32][D_i: B H S_pad fp32][lse log2 e: B H S_pad fp32], the first two
+  // rounded up to 256 bytes, S_pad = S rounded up to 64.
+  CHECK(day05::bwd_v3_workspace_bytes(AttentionShape{1, 2, 64, 64}) ==
+        2 * 64 * 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4);
+  CHECK(day05::bwd_v3_workspace_bytes(AttentionShape{1, 1, 3, 64}) == 768 + 256 + 64 * 4);
+  CHECK(day05::bwd_v3_workspace_bytes(AttentionShape{1, 3, 77, 128}) ==
+        3 * 77 * 128 * 4 + 3 * 128 * 4 + 3 * 128 * 4);
+  CHECK(day05::bwd_v3_workspace_bytes(AttentionShape{8, 16, 4096, 128}) ==
+        size_t(8) * 16 * 4096 * 128 * 4 + 2 * size_t(8) * 16 * 4096 * 4);
+  CHECK(day05::bwd_v3_refusal(AttentionShape{1, 1, 77, 64}).empty());
+  CHECK(day05::bwd_v3_refusal(AttentionShape{1, 1, 1, 128, true}).empty());
+  for (int d : {40, 32, 96, 256}) {
+    const std::string why = day05::bwd_v3_refusal(AttentionShape{1, 1, 77, d});
+    INFO("D = " << d);
+    CHECK(why.find("bwd_v3_flash_wgmma: D must be 64 or 128") == 0);
+    CHECK(why.find('\n') == std::string::npos);
+  }
+  // Host memory stands in for the tensors: each call must throw std::invalid_argument first (the
+  // argument checks come before the build check, so these hold in every build).
+  alignas(16) static float buf[4096];
+  auto* p = reinterpret_cast<__nv_bfloat16*>(buf);
+  day05::BackwardTensors<__nv_bfloat16> t;
+  t.q = t.k = t.v = t.o = t.dout = t.dq = t.dk = t.dv = p;
+  t.lse = buf;
+  const AttentionShape sh{1, 1, 4, 64};
+  const size_t need = day05::bwd_v3_workspace_bytes(sh);
+  REQUIRE(need <= sizeof buf);
+  auto refused = [](auto&& call, const char* want) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      INFO(what);
+      return what.find(want) != std::string::npos && what.find('\n') == std::string::npos;
+    } catch (...) {
+      return false;
+    }
+    return false;
+  };
+  CHECK(refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, t, buf, need - 1, nullptr); },
+                "a workspace of"));
+  CHECK(
+      refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, t, nullptr, need, nullptr); }, "null"));
+  CHECK(refused(
+      [&] {
+        day05::attention_bwd_v3_flash_wgmma(AttentionShape{1, 1, 4, 40}, t, buf, need, nullptr);
+      },
+      "D must be 64 or 128"));
+  auto misaligned = t;
+  misaligned.dq = p + 1;  // 2 bytes off
+  CHECK(refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, misaligned, buf, need, nullptr); },
+                "16-byte aligned"));
 }
 
 TEST_CASE("the backward launchers refuse bad arguments before any CUDA call", "[cpu]") {

@@ -193,6 +193,18 @@ TEST_CASE("bwd_v2b_flash_mma_dq_pass matches the CPU at awkward sizes", "[gpu]")
   CHECK(check_backward_matrix("bwd_v2b_flash_mma_dq_pass", 1300) == int(taken));
 }
 
+TEST_CASE("bwd_v3_flash_wgmma matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v3_flash_wgmma")->needs,
+                       "bwd_v3_flash_wgmma");
+  // Every shape but D = 40: S = 1, 77, 777 and 1031 are no multiple of its 128-key blocks or its
+  // 64-query tiles (nor of the 64 its lse and D_i rows are padded to), so every run has tails.
+  const auto shapes = backward_shapes();
+  const auto taken =
+      std::count_if(shapes.begin(), shapes.end(),
+                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
+  CHECK(check_backward_matrix("bwd_v3_flash_wgmma", 1400) == int(taken));
+}
+
 TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
   const auto sh = shape(1, 2, 77, 40, false);
@@ -210,6 +222,23 @@ TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[g
   CHECK_THROWS_AS(
       day05::attention_bwd_v2b_flash_mma_dq_pass(sh, bt, ws.data(), ws.bytes(), nullptr),
       std::invalid_argument);
+}
+
+TEST_CASE("bwd_v3_flash_wgmma refuses a D it has no tiling for", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v3_flash_wgmma")->needs,
+                       "bwd_v3_flash_wgmma");
+  const auto sh = shape(1, 2, 77, 40, false);
+  const size_t n = static_cast<size_t>(sh.elements());
+  gpu100::DeviceBuffer<bf16> t(n);
+  gpu100::DeviceBuffer<float> lse(static_cast<size_t>(sh.rows()));
+  gpu100::DeviceBuffer<char> ws(day05::bwd_v3_workspace_bytes(sh));
+  day05::BackwardTensors<bf16> bt;
+  bt.q = bt.k = bt.v = bt.o = bt.dout = t.data();
+  bt.dq = bt.dk = bt.dv = t.data();
+  bt.lse = lse.data();
+  CHECK_THROWS_AS(day05::attention_bwd_v3_flash_wgmma(sh, bt, ws.data(), ws.bytes(), nullptr),
+                  std::invalid_argument);
+  CHECK(day05::bwd_v3_refusal(sh).find("D must be 64 or 128") != std::string::npos);
 }
 
 TEST_CASE("cudnn_sdpa_bwd (cuDNN's fused backward, the bf16 library row) matches the CPU",

@@ -29,8 +29,9 @@
 // The costs: sm_90a only; 1 block of 384 threads per SM, whose consumers need more than the 168
 // registers an even split would give (S, P and O are live together: ptxas used 222 with a 224
 // cap, and the 168 of an even split made it spill and serialise the wgmma); 224 KB of shared
-// memory at D = 128 (D = 64: 512 threads, 160 registers a consumer, 209 KB). O leaves through shared memory and a TMA store. Not done here: FP8.
-// Extra device memory: the row log-sum-exp, 4 B H S bytes. Output O in bf16.
+// memory at D = 128 (D = 64: 512 threads, 160 registers a consumer, 209 KB). O leaves through
+// shared memory and a TMA store. Not done here: FP8. Extra device memory: the row log-sum-exp, 4 B
+// H S bytes. Output O in bf16.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
         if constexpr (C::kPSmem) {  // P as K-major A: 16 keys = 32 bytes, the next box after 4
           const uint64_t dp = make_desc(sp + (kk / 4) * 8192 + (kk % 4) * 32, 16, 1024);
-          wgmma_m64n64k16_bf16_ss_tb(oacc, dp, dv);
+          wgmma_m64n64k16_bf16_ss_major<0, 1>(oacc, dp, dv, 1);
         } else if constexpr (kD == 128) {
           wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
         } else {

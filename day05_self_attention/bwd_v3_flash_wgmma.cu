@@ -1,0 +1,431 @@
+// bwd_v3_flash_wgmma: the attention backward on Hopper's warpgroup MMA (kernel code only in sm_90a
+// targets; refused elsewhere), after FlashAttention-3's backward (Shah et al. 2024), written here
+// from scratch with day04's wgmma / TMA / mbarrier wrappers (day04_matmul/wgmma.cuh, tma.hpp).
+// What changed from bwd v2 (bwd_v2_flash_mma.cu), and why it should be faster:
+//  - the five products run on wgmma: a warpgroup issues m64nNk16 whose operands come from shared
+//    memory through descriptors (no ldmatrix), four times the work per instruction of mma.sync;
+//    dV += P^T dO and dK += dS^T Q take P^T and dS^T from registers (the RS form), dO and Q read
+//    MN-major through the transpose bit; dQ = dS K reads dS^T and K both MN-major;
+//  - a producer warpgroup feeds the query tiles (Q, dO, and the row lse and D_i) with TMA through a
+//    ring of mbarriers (full: the bytes landed; empty: all 8 consumer warps are done), and gives
+//    its registers to the 2 consumer warpgroups (setmaxnreg 24 / 240), as v5_flash_wgmma.cu does;
+//  - 128 keys per block (64 per consumer warpgroup: the wgmma's M), twice bwd v2's, so Q and dO
+//    are read half as often.
+// What it costs: sm_90a only; one block of 384 threads per SM (166 KB of shared memory at D = 128);
+// dQ's partial sums still go through L2 as fp32 reductions (red.global.add.v2.f32), S / 128 per
+// element of dQ; the pre-pass also writes the row log-sum-exp x log2 e in rows padded to 64.
+// Not done here (FA3 does them): overlapping one tile's softmax with the next tile's products,
+// dQ's partial through shared memory and a TMA reduce-add, and more than 2 consumer warpgroups.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "attention_backward.hpp"
+#include "bwd_util.hpp"
+#include "common/arch.cuh"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "flash_util.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+#if !GPU100_SM90A_CODE
+#pragma nv_diag_suppress 177  // this target compiles the kernel body out, leaving its constants
+#endif
+
+namespace day05 {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using namespace day04::wgmma;
+using flash::fast_exp2;
+using flash::kLog2e;
+using flash::pack_bf16;
+
+constexpr size_t kAlign = 256;  // each buffer of the workspace starts on this boundary
+constexpr int kBQ = 64;         // queries per tile; the lse and D_i rows are padded to a multiple
+
+// One instantiation's tiling. A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes:
+// one swizzle span) side by side, each box `rows` x 128 bytes, as in v5.
+template <int kD_>
+struct V3Config {
+  static constexpr int kD = kD_;
+  static constexpr int kBK = 128;    // keys per block: 2 consumer warpgroups x 64
+  static constexpr int kStages = 2;  // query tiles (Q, dO, lse, D_i) in the TMA ring
+  static constexpr int kConsumerWarps = 8;
+  static constexpr int kThreads = 32 * (kConsumerWarps + 4);  // + the producer warpgroup
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
+  static constexpr int kBoxes = kD / 64;
+  static constexpr int kKVBox = kBK * 128, kQBox = kBQ * 128;  // bytes
+  static constexpr int kKVBytes = kBoxes * kKVBox, kQBytes = kBoxes * kQBox;
+  static constexpr int kDsBytes = kBK * kBQ * 2;  // dS^T, [128 keys][64 queries] bf16: one box
+  static constexpr int kRowBytes = kBQ * 4;       // a tile's lse x log2 e, or its D_i
+  static constexpr int kStageTx = 2 * kQBytes + 2 * kRowBytes;  // bytes landing per stage
+  static constexpr int kBarriers = 1 + 2 * kStages;  // K/V full; Q/dO full and empty per stage
+  static constexpr size_t kSmemBytes = 2 * size_t(kKVBytes) + size_t(kStages) * kStageTx +
+                                       2 * size_t(kDsBytes) + 8 * kBarriers + 1024 /* align */;
+  static_assert(kD == 64 || kD == 128, "instantiated for D = 64 and 128");
+  static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
+};
+// D = 128: K 32 KB + V 32 KB + 2 x (Q 16 KB + dO 16 KB + 512 B) + 2 x dS^T 16 KB = 161 KB.
+// D = 64: 16 + 16 + 2 x (8 + 8 + 0.5) + 2 x 16 = 97 KB.
+using ConfigD128 = V3Config<128>;
+using ConfigD64 = V3Config<64>;
+
+#if GPU100_SM90_CODE
+// dst[0..1] += {a, b} in global memory: one 8-byte vector reduction in L2 (sm_90), the result
+// unused.
+__device__ __forceinline__ void red_add_v2(float* dst, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b) : "memory");
+}
+#endif
+
+// One block per (tile of kBK = 128 keys, head): blocks of one head consecutive (Q and dO shared in
+// L2), key tile 0 first (under the causal mask it has the most query tiles). Warps 0-7 are the
+// consumers: warpgroup wg = warp / 4 owns keys j0 + 64 wg .. + 63 (S^T, dP^T, dV, dK), warp wl =
+// warp % 4 of it rows 16 wl .. 16 wl + 15 of those, and lane (g, t4) = (lane / 4, lane % 4) rows g
+// and g + 8, columns 8 j + 2 t4 + {0, 1} of each accumulator (wgmma.cuh's layout). Warps 8-11 are
+// the producer warpgroup, of which one thread issues every copy.
+// Per query tile i (64 rows; causal: from the first that meets key j0), each consumer warpgroup:
+//   S^T = K_w Q_i^T, dP^T = V_w dO_i^T      m64n64, K = D, both operands K-major
+//   P^T = exp2(c log2e S^T - lse_i log2e), dS^T = P^T o (dP^T - D_i), both rounded to bf16
+//   dV_w += P^T dO_i, dK_w += dS^T Q_i      m64nD, K = 64 queries, A from registers, B MN-major
+//   dS^T into shared memory; after both warpgroups have written theirs:
+//   dQ_i[:, box b] += dS K[:, box b]       m64n64, K = 128 keys, A and B MN-major
+// where dQ's 64-column box b of tile n (counted from the block's first tile) goes to warpgroup
+// (b + n) % 2: at D = 128 each takes one box per tile, at D = 64 they take turns.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    bwd_v3_kernel(const __grid_constant__ CUtensorMap map_q,
+                  const __grid_constant__ CUtensorMap map_k,
+                  const __grid_constant__ CUtensorMap map_v,
+                  const __grid_constant__ CUtensorMap map_do, const float* __restrict__ lse2,
+                  const float* __restrict__ delta, float* __restrict__ dq_acc,
+                  bf16* __restrict__ dk, bf16* __restrict__ dv, int s, int s_pad, bool causal,
+                  float scale, int num_key_blocks) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kD = C::kD, kBK = C::kBK, kStages = C::kStages, kBoxes = C::kBoxes;
+  extern __shared__ uint8_t smem_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes: every box must start on a 1024-byte boundary.
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* sk = smem;                         // kBoxes x [128 keys][64]
+  uint8_t* sv = sk + C::kKVBytes;             // the same for V
+  uint8_t* sq = sv + C::kKVBytes;             // kStages x kBoxes x [64 queries][64]
+  uint8_t* sdo = sq + kStages * C::kQBytes;   // the same for dO
+  uint8_t* sds = sdo + kStages * C::kQBytes;  // 2 x [128 keys][64 queries]: dS^T, double-buffered
+  float* slse = reinterpret_cast<float*>(sds + 2 * C::kDsBytes);  // kStages x [64]
+  float* sdelta = slse + kStages * kBQ;                           // kStages x [64]
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(sdelta + kStages * kBQ);
+  uint64_t* full = kv_full + 1;      // [kStages]
+  uint64_t* empty = full + kStages;  // [kStages]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int bh = static_cast<int>(blockIdx.x / num_key_blocks);
+  const int j0 = static_cast<int>(blockIdx.x % num_key_blocks) * kBK;
+  // Query tiles first_tile .. num_q_tiles - 1: under the causal mask queries before j0 see no key
+  // of this block.
+  const int num_q_tiles = gpu100::ceil_div(s, kBQ);
+  const int first_tile = causal ? j0 / kBQ : 0;
+  const int num_tiles = num_q_tiles - first_tile;  // >= 1: j0 < s
+
+  if (tid == 0) {
+    mbar_init(kv_full, 1);
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(&full[st], 1);                   // the producer's expect_tx arrival
+      mbar_init(&empty[st], C::kConsumerWarps);  // one arrival per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: the producer warpgroup leaves below
+
+  if (warp >= C::kConsumerWarps) {
+    // ---- producer warpgroup: gives its registers away; one thread issues every copy ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs));
+    if (warp == C::kConsumerWarps && lane == 0) {
+      mbar_expect_tx(kv_full, 2 * C::kKVBytes);  // K and V of the block, once (zero past S)
+      for (int b = 0; b < kBoxes; ++b) {
+        tma_load_3d(sk + b * C::kKVBox, &map_k, 64 * b, j0, bh, kv_full);
+        tma_load_3d(sv + b * C::kKVBox, &map_v, 64 * b, j0, bh, kv_full);
+      }
+      const float* lse_h = lse2 + size_t(bh) * s_pad;  // padded rows: 16-byte aligned tiles
+      const float* delta_h = delta + size_t(bh) * s_pad;
+      for (int n = 0; n < num_tiles; ++n) {
+        const int st = n % kStages, i0 = (first_tile + n) * kBQ;
+        // Stage st last held tile n - kStages: wait until all 8 consumer warps are done with it.
+        if (n >= kStages) mbar_wait(&empty[st], (n / kStages - 1) & 1);
+        mbar_expect_tx(&full[st], C::kStageTx);
+        for (int b = 0; b < kBoxes; ++b) {
+          tma_load_3d(sq + st * C::kQBytes + b * C::kQBox, &map_q, 64 * b, i0, bh, &full[st]);
+          tma_load_3d(sdo + st * C::kQBytes + b * C::kQBox, &map_do, 64 * b, i0, bh, &full[st]);
+        }
+        bulk_load(slse + st * kBQ, lse_h + i0, C::kRowBytes, &full[st]);
+        bulk_load(sdelta + st * kBQ, delta_h + i0, C::kRowBytes, &full[st]);
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
+  const int wg = warp / 4, wl = warp % 4, g = lane / 4, t4 = lane % 4;
+  const int kw0 = j0 + 64 * wg + 16 * wl;  // the warp's first key
+  const float scale_log2 = scale * kLog2e;
+  const uint8_t* skw = sk + wg * 64 * 128;  // the warpgroup's 64 key rows inside each K box
+  const uint8_t* svw = sv + wg * 64 * 128;
+
+  float dva[kD / 2], dka[kD / 2];  // dV_w, dK_w: 64 keys x kD per warpgroup
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) dva[i] = dka[i] = 0.f;
+  float sacc[32], pacc[32];     // S^T then P^T; dP^T: [4 j + 2 h + e] is key kw0 + g + 8 h, query
+                                // i0 + 8 j + 2 t4 + e
+  float dqa[32];                // dQ's box: [4 j + 2 h + e] is query i0 + 16 wl + g + 8 h, column
+                                // 64 b + 8 j + 2 t4 + e
+  uint32_t pa[4][4], da[4][4];  // P^T and dS^T in bf16 A fragments, one per 16 queries
+
+  // P^T and dS^T of the tile from sacc, pacc (lse and D_i of its 64 queries in lt, dt): the A
+  // fragments, and dS^T into `ds` in the 128-byte swizzle TMA would write for a [128][64] box (the
+  // 16-byte chunk c of row r at chunk c ^ (r % 8); a warp's 4-byte stores fall in 32 banks). As in
+  // v5, only the warps whose keys cross S or the diagonal, or whose tile crosses S, run the mask.
+  auto scores = [&](int i0, const float* lt, const float* dt, uint8_t* ds, auto mask_tag) {
+    constexpr bool kMask = decltype(mask_tag)::value;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 l = *reinterpret_cast<const float2*>(lt + 8 * j + 2 * t4);
+      const float2 d = *reinterpret_cast<const float2*>(dt + 8 * j + 2 * t4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float p[2], dsv[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int idx = 4 * j + 2 * h + e;
+          float x = fast_exp2(fmaf(sacc[idx], scale_log2, -(e == 0 ? l.x : l.y)));
+          if constexpr (kMask) {
+            const int key = kw0 + g + 8 * h, query = i0 + 8 * j + 2 * t4 + e;
+            if (key >= s || query >= s || (causal && key > query)) x = 0.f;
+          }
+          p[e] = x;
+          dsv[e] = x * (pacc[idx] - (e == 0 ? d.x : d.y));
+        }
+        // Queries 8 j .. 8 j + 7 are k-step j / 2 of the A fragment, registers h + 2 (j % 2).
+        pa[j / 2][h + 2 * (j % 2)] = pack_bf16(p[0], p[1]);
+        da[j / 2][h + 2 * (j % 2)] = pack_bf16(dsv[0], dsv[1]);
+        const int r = 64 * wg + 16 * wl + g + 8 * h;  // key row of dS^T within the block's 128
+        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ (r % 8)) * 16) + 4 * t4) =
+            da[j / 2][h + 2 * (j % 2)];
+      }
+    }
+  };
+
+  mbar_wait(kv_full, 0);  // K and V have landed
+  for (int n = 0; n < num_tiles; ++n) {
+    const int st = n % kStages, i0 = (first_tile + n) * kBQ;
+    const uint8_t* sqt = sq + st * C::kQBytes;
+    const uint8_t* sdot = sdo + st * C::kQBytes;
+    uint8_t* sdst = sds + (n % 2) * C::kDsBytes;
+    mbar_wait(&full[st], (n / kStages) & 1);  // tile n's Q, dO, lse and D_i have landed
+
+    // ---- S^T = K_w Q_i^T and dP^T = V_w dO_i^T: a k-step of 16 d is 32 bytes further inside
+    // each 128-byte row, the next box after 4 steps; SBO = 1024 bytes per 8 rows ----
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const int off = (kk % 4) * 32;
+      wgmma_m64n64k16_bf16_ss(sacc, make_desc(skw + (kk / 4) * C::kKVBox + off, 16, 1024),
+                              make_desc(sqt + (kk / 4) * C::kQBox + off, 16, 1024), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const int off = (kk % 4) * 32;
+      wgmma_m64n64k16_bf16_ss(pacc, make_desc(svw + (kk / 4) * C::kKVBox + off, 16, 1024),
+                              make_desc(sdot + (kk / 4) * C::kQBox + off, 16, 1024), kk > 0);
+    }
+    commit();
+    wait<0>();
+
+    // ---- P^T, dS^T (registers and shared memory) ----
+    if (kw0 + 16 > s || i0 + kBQ > s || (causal && kw0 + 15 > i0)) {
+      scores(i0, slse + st * kBQ, sdelta + st * kBQ, sdst, std::true_type{});
+    } else {
+      scores(i0, slse + st * kBQ, sdelta + st * kBQ, sdst, std::false_type{});
+    }
+    fence_proxy_async_smem();  // this thread's dS^T stores, before wgmma (async proxy) reads them
+
+    // ---- dV_w += P^T dO_i, dK_w += dS^T Q_i: B = dO_i or Q_i as stored, [query][d], i.e.
+    // N-major: a k-step of 16 queries is 16 rows = 2048 bytes further, LBO = one box ----
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < kBQ / 16; ++kk) {
+      const uint64_t b = make_desc(sdot + kk * 2048, C::kQBox, 1024);
+      if constexpr (kD == 128) {
+        wgmma_m64n128k16_bf16_rs(dva, pa[kk], b);
+      } else {
+        wgmma_m64n64k16_bf16_rs(dva, pa[kk], b);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBQ / 16; ++kk) {
+      const uint64_t b = make_desc(sqt + kk * 2048, C::kQBox, 1024);
+      if constexpr (kD == 128) {
+        wgmma_m64n128k16_bf16_rs(dka, da[kk], b);
+      } else {
+        wgmma_m64n64k16_bf16_rs(dka, da[kk], b);
+      }
+    }
+    commit();
+
+    // Both warpgroups' dS^T are in sdst (named barrier 1, the 256 consumer threads). Buffer n % 2
+    // is written again at tile n + 2, after this barrier's next use, which each warpgroup reaches
+    // only after its dQ products of this tile have completed (wait<0> below).
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+
+    // ---- dQ_i[:, box b] = dS K[:, box b]: A = dS^T as stored, [key][query], read MN-major (M =
+    // the 64 queries, one 128-byte row); B = K's box b, [key][d], MN-major; a k-step of 16 keys
+    // is 16 rows = 2048 bytes further in both ----
+    const int b = (wg + n) % 2;
+    if (b < kBoxes) {
+      fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        wgmma_m64n64k16_bf16_ss_major<1, 1>(
+            dqa, make_desc(sdst + kk * 2048, C::kDsBytes, 1024),
+            make_desc(sk + b * C::kKVBox + kk * 2048, C::kKVBox, 1024), kk > 0);
+      }
+      commit();
+    }
+    wait<0>();  // dV, dK (and dQ) of this tile are done: stage st and sdst are free to reuse
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);  // one of the 8 arrivals the producer waits for
+
+    if (b < kBoxes) {  // dQ's fp32 partial into the accumulator, rows past S skipped
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int query = i0 + 16 * wl + g + 8 * h;
+        if (query < s) {
+          float* row = dq_acc + (size_t(bh) * s + query) * kD + 64 * b + 2 * t4;
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            red_add_v2(row + 8 * j, dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
+        }
+      }
+    }
+  }
+
+  // ---- epilogue: dK = c x its accumulator, dV, in bf16 (4-byte stores of column pairs; keys
+  // past S skipped) ----
+  const size_t base = size_t(bh) * s * kD;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = kw0 + g + 8 * h;
+    if (key < s) {
+      bf16* dkr = dk + base + size_t(key) * kD + 2 * t4;
+      bf16* dvr = dv + base + size_t(key) * kD + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(dkr + 8 * j) =
+            pack_bf16(dka[4 * j + 2 * h] * scale, dka[4 * j + 2 * h + 1] * scale);
+        *reinterpret_cast<uint32_t*>(dvr + 8 * j) =
+            pack_bf16(dva[4 * j + 2 * h], dva[4 * j + 2 * h + 1]);
+      }
+    }
+  }
+#else
+  // Built for an architecture without wgmma: the launcher never calls this.
+  (void)map_q, (void)map_k, (void)map_v, (void)map_do, (void)lse2, (void)delta, (void)dq_acc,
+      (void)dk, (void)dv, (void)s, (void)s_pad, (void)causal, (void)scale, (void)num_key_blocks;
+#endif
+}
+
+// ---- workspace: [dQ accumulator: B H S D fp32][D_i: B H S_pad fp32][lse log2 e: B H S_pad] ----
+int64_t padded_s(const AttentionShape& s) {
+  return gpu100::round_up<int64_t>(s.s, kBQ);
+}
+size_t dq_acc_bytes(const AttentionShape& s) {
+  return gpu100::round_up(size_t(s.elements()) * sizeof(float), kAlign);
+}
+size_t rows_bytes(const AttentionShape& s) {
+  return size_t(s.heads()) * size_t(padded_s(s)) * sizeof(float);
+}
+
+template <class C>
+void launch_v3(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* lse2,
+               const float* delta, float* dq_acc, cudaStream_t stream) {
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(bwd_v3_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(C::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const int num_key_blocks = gpu100::ceil_div(s.s, C::kBK);
+  const int64_t blocks = s.heads() * num_key_blocks;
+  // Q, dO, K, V as B H matrices of S x D; boxes of 64 (Q, dO) or 128 (K, V) rows x 64 columns.
+  const CUtensorMap mq = day04::make_tma_map_3d(t.q, s.heads(), s.s, s.d, kBQ, 64);
+  const CUtensorMap mdo = day04::make_tma_map_3d(t.dout, s.heads(), s.s, s.d, kBQ, 64);
+  const CUtensorMap mk = day04::make_tma_map_3d(t.k, s.heads(), s.s, s.d, C::kBK, 64);
+  const CUtensorMap mv = day04::make_tma_map_3d(t.v, s.heads(), s.s, s.d, C::kBK, 64);
+  bwd_v3_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+      mq, mk, mv, mdo, lse2, delta, dq_acc, t.dk, t.dv, s.s, static_cast<int>(padded_s(s)),
+      s.causal, softmax_scale(s.d), num_key_blocks);
+  CUDA_CHECK_LAST();
+}
+
+constexpr const char* kName = "bwd_v3_flash_wgmma";
+
+}  // namespace
+
+size_t bwd_v3_workspace_bytes(const AttentionShape& s) {
+  return dq_acc_bytes(s) + gpu100::round_up(rows_bytes(s), kAlign) + rows_bytes(s);
+}
+
+std::string bwd_v3_refusal(const AttentionShape& s) {
+  if (s.d != 64 && s.d != 128) {
+    return fmt::format("{}: D must be 64 or 128 (got D = {})", kName, s.d);
+  }
+  if (s.heads() * gpu100::ceil_div<int64_t>(s.s, 128) > int64_t(0x7fffffff)) {
+    return fmt::format("{}: {} needs more than 2^31 - 1 blocks", kName, shape_label(s));
+  }
+  return "";
+}
+
+void attention_bwd_v3_flash_wgmma(const AttentionShape& s, const BackwardTensors<bf16>& t,
+                                  void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  check_shape(s);
+  if (const std::string why = bwd_v3_refusal(s); !why.empty()) throw std::invalid_argument(why);
+  if (t.any_null() || workspace == nullptr) {
+    throw std::invalid_argument(fmt::format("{}: null tensors or workspace", kName));
+  }
+  const void* const pointers[] = {t.q, t.k, t.v, t.o, t.dout, t.dq, t.dk, t.dv, workspace};
+  for (const void* p : pointers) {
+    if (!gpu100::aligned16(p)) {
+      throw std::invalid_argument(fmt::format(
+          "{}: the bf16 tensors and the workspace must be 16-byte aligned (TMA)", kName));
+    }
+  }
+  const size_t need = bwd_v3_workspace_bytes(s);
+  if (workspace_bytes < need) {
+    throw std::invalid_argument(
+        fmt::format("{}: a workspace of {} bytes, {} needed", kName, workspace_bytes, need));
+  }
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, kName);
+  auto* ws = static_cast<char*>(workspace);
+  float* dq_acc = reinterpret_cast<float*>(ws);
+  float* delta = reinterpret_cast<float*>(ws + dq_acc_bytes(s));
+  float* lse2 =
+      reinterpret_cast<float*>(ws + dq_acc_bytes(s) + gpu100::round_up(rows_bytes(s), kAlign));
+
+  bwd::launch_prepass(t.dout, t.o, t.lse, delta, lse2, dq_acc, s.heads(), s.s,
+                      static_cast<int>(padded_s(s)), s.d, stream);
+  if (s.d == 64) {
+    launch_v3<ConfigD64>(s, t, lse2, delta, dq_acc, stream);
+  } else {
+    launch_v3<ConfigD128>(s, t, lse2, delta, dq_acc, stream);
+  }
+  bwd::launch_postpass(dq_acc, t.dq, s.elements(), softmax_scale(s.d), stream);  // D % 16 == 0
+}
+
+}  // namespace day05
