@@ -188,36 +188,44 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                 // 64 b + 8 j + 2 t4 + e
   uint32_t pa[4][4], da[4][4];  // P^T and dS^T in bf16 A fragments, one per 16 queries
 
-  // P^T and dS^T of the tile from sacc, pacc (lse and D_i of its 64 queries in lt, dt): the A
-  // fragments, and dS^T into `ds` in the 128-byte swizzle TMA would write for a [128][64] box (the
-  // 16-byte chunk c of row r at chunk c ^ (r % 8); a warp's 4-byte stores fall in 32 banks). As in
-  // v5, only the warps whose keys cross S or the diagonal, or whose tile crosses S, run the mask.
-  auto scores = [&](int i0, const float* lt, const float* dt, uint8_t* ds, auto mask_tag) {
+  // P^T of the tile, in place in sacc (fp32) and as bf16 A fragments in pa (lt: lse x log2 e of
+  // its 64 queries). As in v5, only the warps whose keys cross S or the diagonal, or whose tile
+  // crosses S, run the mask (masked pairs get P = 0, hence dS = 0).
+  auto probs = [&](int i0, const float* lt, auto mask_tag) {
     constexpr bool kMask = decltype(mask_tag)::value;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float2 l = *reinterpret_cast<const float2*>(lt + 8 * j + 2 * t4);
-      const float2 d = *reinterpret_cast<const float2*>(dt + 8 * j + 2 * t4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float p[2], dsv[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int idx = 4 * j + 2 * h + e;
-          float x = fast_exp2(fmaf(sacc[idx], scale_log2, -(e == 0 ? l.x : l.y)));
+          float& x = sacc[4 * j + 2 * h + e];
+          x = fast_exp2(fmaf(x, scale_log2, -(e == 0 ? l.x : l.y)));
           if constexpr (kMask) {
             const int key = kw0 + g + 8 * h, query = i0 + 8 * j + 2 * t4 + e;
             if (key >= s || query >= s || (causal && key > query)) x = 0.f;
           }
-          p[e] = x;
-          dsv[e] = x * (pacc[idx] - (e == 0 ? d.x : d.y));
         }
         // Queries 8 j .. 8 j + 7 are k-step j / 2 of the A fragment, registers h + 2 (j % 2).
-        pa[j / 2][h + 2 * (j % 2)] = pack_bf16(p[0], p[1]);
-        da[j / 2][h + 2 * (j % 2)] = pack_bf16(dsv[0], dsv[1]);
+        pa[j / 2][h + 2 * (j % 2)] = pack_bf16(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]);
+      }
+    }
+  };
+  // dS^T = P^T o (dP^T - D_i) (dt: D_i of the 64 queries) as bf16 A fragments in da, and into
+  // `ds` in the 128-byte swizzle TMA would write for a [128][64] box: the 16-byte chunk c of row r
+  // at chunk c ^ (r % 8), so a warp's 4-byte stores fall in 32 banks.
+  auto dscores = [&](const float* dt, uint8_t* ds) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 d = *reinterpret_cast<const float2*>(dt + 8 * j + 2 * t4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 4 * j + 2 * h;
+        const uint32_t v = pack_bf16(sacc[i] * (pacc[i] - d.x), sacc[i + 1] * (pacc[i + 1] - d.y));
+        da[j / 2][h + 2 * (j % 2)] = v;
         const int r = 64 * wg + 16 * wl + g + 8 * h;  // key row of dS^T within the block's 128
-        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ (r % 8)) * 16) + 4 * t4) =
-            da[j / 2][h + 2 * (j % 2)];
+        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ (r % 8)) * 16) + 4 * t4) = v;
       }
     }
   };
@@ -239,25 +247,26 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       wgmma_m64n64k16_bf16_ss(sacc, make_desc(skw + (kk / 4) * C::kKVBox + off, 16, 1024),
                               make_desc(sqt + (kk / 4) * C::kQBox + off, 16, 1024), kk > 0);
     }
+    commit();  // group: S^T
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const int off = (kk % 4) * 32;
       wgmma_m64n64k16_bf16_ss(pacc, make_desc(svw + (kk / 4) * C::kKVBox + off, 16, 1024),
                               make_desc(sdot + (kk / 4) * C::kQBox + off, 16, 1024), kk > 0);
     }
-    commit();
-    wait<0>();
+    commit();  // group: dP^T
 
-    // ---- P^T, dS^T (registers and shared memory) ----
+    // FlashAttention-3's overlap inside a warpgroup: P^T is computed while dP^T is still on the
+    // tensor cores, and dS^T while dV's products are.
+    wait<1>();  // S^T is done (groups complete in order)
     if (kw0 + 16 > s || i0 + kBQ > s || (causal && kw0 + 15 > i0)) {
-      scores(i0, slse + st * kBQ, sdelta + st * kBQ, sdst, std::true_type{});
+      probs(i0, slse + st * kBQ, std::true_type{});
     } else {
-      scores(i0, slse + st * kBQ, sdelta + st * kBQ, sdst, std::false_type{});
+      probs(i0, slse + st * kBQ, std::false_type{});
     }
-    fence_proxy_async_smem();  // this thread's dS^T stores, before wgmma (async proxy) reads them
 
-    // ---- dV_w += P^T dO_i, dK_w += dS^T Q_i: B = dO_i or Q_i as stored, [query][d], i.e.
-    // N-major: a k-step of 16 queries is 16 rows = 2048 bytes further, LBO = one box ----
+    // ---- dV_w += P^T dO_i: B = dO_i as stored, [query][d], i.e. N-major: a k-step of 16
+    // queries is 16 rows = 2048 bytes further, LBO = one box ----
     fence();
 #pragma unroll
     for (int kk = 0; kk < kBQ / 16; ++kk) {
@@ -268,6 +277,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wgmma_m64n64k16_bf16_rs(dva, pa[kk], b);
       }
     }
+    commit();  // group: dV
+
+    wait<1>();  // dP^T is done (dV may still run)
+    dscores(sdelta + st * kBQ, sdst);
+    fence_proxy_async_smem();  // this thread's dS^T stores, before wgmma (async proxy) reads them
+
+    // ---- dK_w += dS^T Q_i: B = Q_i, N-major as dO_i above ----
+    fence();
 #pragma unroll
     for (int kk = 0; kk < kBQ / 16; ++kk) {
       const uint64_t b = make_desc(sqt + kk * 2048, C::kQBox, 1024);
@@ -277,7 +294,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wgmma_m64n64k16_bf16_rs(dka, da[kk], b);
       }
     }
-    commit();
+    commit();  // group: dK
 
     // Both warpgroups' dS^T are in sdst (named barrier 1, the 256 consumer threads). Buffer n % 2
     // is written again at tile n + 2, after this barrier's next use, which each warpgroup reaches
