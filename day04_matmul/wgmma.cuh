@@ -136,6 +136,17 @@ __device__ __forceinline__ void tma_store_4d(const void* map, const void* src, i
       "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 }
+// The same direction with an addition: the box of shared memory is added element-wise to the
+// global tensor in L2 (fp32 here), parts outside the tensor skipped. Completes as a bulk
+// async-group, like the stores.
+__device__ __forceinline__ void tma_reduce_add_3d(const void* map, const void* src, int c0, int c1,
+                                                  int c2) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], "
+      "[%1];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
 // Closes this thread's bulk async-group; waits until its groups have finished reading shared
 // memory (the source may then be reused or the block may exit).
 __device__ __forceinline__ void bulk_commit() {
