@@ -7,8 +7,9 @@
 //    dV += P^T dO and dK += dS^T Q take P^T and dS^T from registers (the RS form), dO and Q read
 //    MN-major through the transpose bit; dQ = dS K reads dS^T and K both MN-major;
 //  - a producer warpgroup feeds the query tiles (Q, dO, and the row lse and D_i) with TMA through a
-//    ring of mbarriers (full: the bytes landed; empty: all 8 consumer warps are done), and gives
-//    its registers to the 2 consumer warpgroups (setmaxnreg 24 / 240), as v5_flash_wgmma.cu does;
+//    ring of mbarriers (full: the bytes landed; empty: all 256 consumer threads are done), and
+//    gives its registers to the 2 consumer warpgroups (setmaxnreg 24 / 240), as v5_flash_wgmma.cu
+//    does;
 //  - 128 keys per block (64 per consumer warpgroup: the wgmma's M), twice bwd v2's, so Q and dO
 //    are read half as often.
 //  - dQ's fp32 partial of each tile leaves through shared memory by TMA reduce-adds (one thread
@@ -20,6 +21,8 @@
 // What it costs: sm_90a only; one block of 384 threads per SM (193 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
+// Tried and not kept: at D = 64, dQ split by keys (each warpgroup all 64 columns over its own 64
+// keys, no barrier between the warpgroups, twice the reduce-adds): 297 against 322 TFLOP/s.
 // Not done here (FlashAttention-3 does more): a deeper pipeline across query tiles (the next
 // tile's S^T and dP^T issued before this tile's dQ is done), 3 consumer warpgroups at D = 64.
 #include <cuda.h>
@@ -140,8 +143,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (tid == 0) {
     mbar_init(kv_full, 1);
     for (int st = 0; st < kStages; ++st) {
-      mbar_init(&full[st], 1);                   // the producer's expect_tx arrival
-      mbar_init(&empty[st], C::kConsumerWarps);  // one arrival per consumer warp
+      mbar_init(&full[st], 1);                        // the producer's expect_tx arrival
+      mbar_init(&empty[st], 32 * C::kConsumerWarps);  // one arrival per consumer thread
     }
     mbar_fence_init();
   }
@@ -160,7 +163,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const float* delta_h = delta + size_t(bh) * s_pad;
       for (int n = 0; n < num_tiles; ++n) {
         const int st = n % kStages, i0 = (first_tile + n) * kBQ;
-        // Stage st last held tile n - kStages: wait until all 8 consumer warps are done with it.
+        // Stage st last held tile n - kStages: wait until all 256 consumer threads are done with
+        // it.
         if (n >= kStages) mbar_wait(&empty[st], (n / kStages - 1) & 1);
         mbar_expect_tx(&full[st], C::kStageTx);
         for (int b = 0; b < kBoxes; ++b) {
@@ -318,8 +322,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       commit();
     }
     wait<0>();  // dV, dK (and dQ) of this tile are done: stage st and sdst are free to reuse
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[st]);  // one of the 8 arrivals the producer waits for
+    // Every consumer thread arrives (each read lse and D_i of the stage with ordinary loads, which
+    // its own arrival, a release, orders before the producer's next copy into the stage).
+    mbar_arrive(&empty[st]);
 
     if (b < kBoxes) {
       // dQ's fp32 partial through shared memory into the accumulator by the TMA (a reduce-add of
