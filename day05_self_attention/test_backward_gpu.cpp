@@ -160,6 +160,14 @@ int check_backward_matrix(const char* name, uint64_t seed) {
   return ran;
 }
 
+// How many shapes of the matrix the flash backwards (bwd v2, v2b, v3) take: every one with D = 64
+// or 128 (not D = 40).
+int flash_shapes() {
+  const auto shapes = backward_shapes();
+  return static_cast<int>(
+      std::count_if(shapes.begin(), shapes.end(),
+                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; }));
+}
 }  // namespace
 
 TEST_CASE("bwd_v1_cublas_fp32 matches the CPU at awkward sizes", "[gpu]") {
@@ -176,21 +184,13 @@ TEST_CASE("bwd_v2_flash_mma matches the CPU at awkward sizes", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
   // Every shape but D = 40 (D must be 64 or 128): S = 1, 77, 777 and 1031 are no multiple of its
   // 64-key and 64-query tiles, so every run has tails.
-  const auto shapes = backward_shapes();
-  const auto taken =
-      std::count_if(shapes.begin(), shapes.end(),
-                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
-  CHECK(check_backward_matrix("bwd_v2_flash_mma", 1200) == int(taken));
+  CHECK(check_backward_matrix("bwd_v2_flash_mma", 1200) == flash_shapes());
 }
 
 TEST_CASE("bwd_v2b_flash_mma_dq_pass matches the CPU at awkward sizes", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2b_flash_mma_dq_pass")->needs,
                        "bwd_v2b_flash_mma_dq_pass");
-  const auto shapes = backward_shapes();
-  const auto taken =
-      std::count_if(shapes.begin(), shapes.end(),
-                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
-  CHECK(check_backward_matrix("bwd_v2b_flash_mma_dq_pass", 1300) == int(taken));
+  CHECK(check_backward_matrix("bwd_v2b_flash_mma_dq_pass", 1300) == flash_shapes());
 }
 
 TEST_CASE("bwd_v3_flash_wgmma matches the CPU at awkward sizes", "[gpu]") {
@@ -198,11 +198,7 @@ TEST_CASE("bwd_v3_flash_wgmma matches the CPU at awkward sizes", "[gpu]") {
                        "bwd_v3_flash_wgmma");
   // Every shape but D = 40: S = 1, 77, 777 and 1031 are no multiple of its 128-key blocks or its
   // 64-query tiles (nor of the 64 its lse and D_i rows are padded to), so every run has tails.
-  const auto shapes = backward_shapes();
-  const auto taken =
-      std::count_if(shapes.begin(), shapes.end(),
-                    [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; });
-  CHECK(check_backward_matrix("bwd_v3_flash_wgmma", 1400) == int(taken));
+  CHECK(check_backward_matrix("bwd_v3_flash_wgmma", 1400) == flash_shapes());
 }
 
 TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {
