@@ -81,6 +81,34 @@ void check_against_finite_differences(const day05::AttentionShape& s, uint64_t s
   }
   CHECK(checked == int(3 * n));
 }
+// A launcher's refusal: `call` throws std::invalid_argument with one line containing `want`.
+template <class F>
+bool refused(F&& call, const char* want) {
+  try {
+    call();
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    INFO(what);
+    return what.find(want) != std::string::npos && what.find('\n') == std::string::npos;
+  } catch (...) {
+    return false;
+  }
+  return false;
+}
+
+// Host memory standing in for a backward's tensors (all eight at one 16-byte aligned address):
+// for calls that must be refused before they touch any of it.
+struct HostTensors {
+  alignas(16) float buf[4096];
+  __nv_bfloat16* p = reinterpret_cast<__nv_bfloat16*>(buf);
+  day05::BackwardTensors<__nv_bfloat16> tensors() {
+    day05::BackwardTensors<__nv_bfloat16> t;
+    t.q = t.k = t.v = t.o = t.dout = t.dq = t.dk = t.dv = p;
+    t.lse = buf;
+    return t;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("backward reference: dQ, dK and dV match finite differences of the loss", "[cpu]") {
@@ -353,26 +381,13 @@ TEST_CASE("bwd v2 and v2b: workspace, the D they take, and their refusals before
     CHECK(why.find('\n') == std::string::npos);
   }
   // Host memory stands in for the tensors: each call must throw std::invalid_argument first.
-  alignas(16) static float buf[4096];
-  auto* p = reinterpret_cast<__nv_bfloat16*>(buf);
-  day05::BackwardTensors<__nv_bfloat16> t;
-  t.q = t.k = t.v = t.o = t.dout = t.dq = t.dk = t.dv = p;
-  t.lse = buf;
+  HostTensors h;
+  float* buf = h.buf;
+  __nv_bfloat16* p = h.p;
+  const day05::BackwardTensors<__nv_bfloat16> t = h.tensors();
   const AttentionShape sh{1, 1, 4, 64};
   const size_t need = day05::bwd_v2_workspace_bytes(sh);
-  REQUIRE(need <= sizeof buf);
-  auto refused = [](auto&& call, const char* want) {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      const std::string what = e.what();
-      INFO(what);
-      return what.find(want) != std::string::npos && what.find('\n') == std::string::npos;
-    } catch (...) {
-      return false;
-    }
-    return false;
-  };
+  REQUIRE(need <= sizeof h.buf);
   CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, t, buf, need - 1, nullptr); },
                 "a workspace of"));
   CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, t, nullptr, need, nullptr); }, "null"));
@@ -421,26 +436,13 @@ TEST_CASE("bwd v3: workspace, the D it takes, and its refusals before any CUDA c
   }
   // Host memory stands in for the tensors: each call must throw std::invalid_argument first (the
   // argument checks come before the build check, so these hold in every build).
-  alignas(16) static float buf[4096];
-  auto* p = reinterpret_cast<__nv_bfloat16*>(buf);
-  day05::BackwardTensors<__nv_bfloat16> t;
-  t.q = t.k = t.v = t.o = t.dout = t.dq = t.dk = t.dv = p;
-  t.lse = buf;
+  HostTensors h;
+  float* buf = h.buf;
+  __nv_bfloat16* p = h.p;
+  const day05::BackwardTensors<__nv_bfloat16> t = h.tensors();
   const AttentionShape sh{1, 1, 4, 64};
   const size_t need = day05::bwd_v3_workspace_bytes(sh);
-  REQUIRE(need <= sizeof buf);
-  auto refused = [](auto&& call, const char* want) {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      const std::string what = e.what();
-      INFO(what);
-      return what.find(want) != std::string::npos && what.find('\n') == std::string::npos;
-    } catch (...) {
-      return false;
-    }
-    return false;
-  };
+  REQUIRE(need <= sizeof h.buf);
   CHECK(refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, t, buf, need - 1, nullptr); },
                 "a workspace of"));
   CHECK(
