@@ -109,6 +109,33 @@ struct HostTensors {
   }
 };
 
+// The argument checks a flash backward's launcher makes before any CUDA call, at a 4-row head with
+// host memory standing in for the tensors: a short workspace, a null one, a D it has no tiling for
+// (D = 40) and a tensor 2 bytes off 16-byte alignment (dQ, then dK) are each refused in one line.
+template <class Launcher>
+void check_flash_launcher_refusals(Launcher launch,
+                                   size_t (*workspace_bytes)(const day05::AttentionShape&)) {
+  HostTensors h;
+  const day05::BackwardTensors<__nv_bfloat16> t = h.tensors();
+  const day05::AttentionShape sh{1, 1, 4, 64};
+  const size_t need = workspace_bytes(sh);
+  REQUIRE(need > 0);
+  REQUIRE(need <= sizeof h.buf);
+  CHECK(refused([&] { launch(sh, t, h.buf, need - 1, nullptr); }, "a workspace of"));
+  CHECK(refused([&] { launch(sh, t, nullptr, need, nullptr); }, "null"));
+  CHECK(refused(
+      [&] {
+        launch(day05::AttentionShape{1, 1, 4, 40}, t, h.buf, need, nullptr);
+      },
+      "D must be 64 or 128"));
+  for (int which = 0; which < 2; ++which) {
+    auto misaligned = t;
+    (which == 0 ? misaligned.dq : misaligned.dk) = h.p + 1;  // 2 bytes off
+    INFO((which == 0 ? "dQ" : "dK") << " misaligned");
+    CHECK(refused([&] { launch(sh, misaligned, h.buf, need, nullptr); }, "16-byte aligned"));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("backward reference: dQ, dK and dV match finite differences of the loss", "[cpu]") {
@@ -380,39 +407,10 @@ TEST_CASE("bwd v2 and v2b: workspace, the D they take, and their refusals before
     CHECK(why.find("bwd_v2_flash_mma: D must be 64 or 128") == 0);
     CHECK(why.find('\n') == std::string::npos);
   }
-  // Host memory stands in for the tensors: each call must throw std::invalid_argument first.
-  HostTensors h;
-  float* buf = h.buf;
-  __nv_bfloat16* p = h.p;
-  const day05::BackwardTensors<__nv_bfloat16> t = h.tensors();
-  const AttentionShape sh{1, 1, 4, 64};
-  const size_t need = day05::bwd_v2_workspace_bytes(sh);
-  REQUIRE(need <= sizeof h.buf);
-  CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, t, buf, need - 1, nullptr); },
-                "a workspace of"));
-  CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, t, nullptr, need, nullptr); }, "null"));
-  CHECK(refused(
-      [&] {
-        day05::attention_bwd_v2_flash_mma(AttentionShape{1, 1, 4, 40}, t, buf, need, nullptr);
-      },
-      "D must be 64 or 128"));
-  auto misaligned = t;
-  misaligned.dk = p + 1;  // 2 bytes off
-  CHECK(refused([&] { day05::attention_bwd_v2_flash_mma(sh, misaligned, buf, need, nullptr); },
-                "16-byte aligned"));
-  const size_t need_b = day05::bwd_v2b_workspace_bytes(sh);
-  CHECK(
-      refused([&] { day05::attention_bwd_v2b_flash_mma_dq_pass(sh, t, buf, need_b - 1, nullptr); },
-              "a workspace of"));
-  CHECK(refused(
-      [&] {
-        day05::attention_bwd_v2b_flash_mma_dq_pass(AttentionShape{1, 1, 4, 96}, t, buf, need,
-                                                   nullptr);
-      },
-      "D must be 64 or 128"));
-  CHECK(refused(
-      [&] { day05::attention_bwd_v2b_flash_mma_dq_pass(sh, misaligned, buf, need, nullptr); },
-      "16-byte aligned"));
+  // The launchers' argument checks, before any CUDA call.
+  check_flash_launcher_refusals(day05::attention_bwd_v2_flash_mma, day05::bwd_v2_workspace_bytes);
+  check_flash_launcher_refusals(day05::attention_bwd_v2b_flash_mma_dq_pass,
+                                day05::bwd_v2b_workspace_bytes);
 }
 
 TEST_CASE("bwd v3: workspace, the D it takes, and its refusals before any CUDA call", "[cpu]") {
@@ -434,28 +432,8 @@ TEST_CASE("bwd v3: workspace, the D it takes, and its refusals before any CUDA c
     CHECK(why.find("bwd_v3_flash_wgmma: D must be 64 or 128") == 0);
     CHECK(why.find('\n') == std::string::npos);
   }
-  // Host memory stands in for the tensors: each call must throw std::invalid_argument first (the
-  // argument checks come before the build check, so these hold in every build).
-  HostTensors h;
-  float* buf = h.buf;
-  __nv_bfloat16* p = h.p;
-  const day05::BackwardTensors<__nv_bfloat16> t = h.tensors();
-  const AttentionShape sh{1, 1, 4, 64};
-  const size_t need = day05::bwd_v3_workspace_bytes(sh);
-  REQUIRE(need <= sizeof h.buf);
-  CHECK(refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, t, buf, need - 1, nullptr); },
-                "a workspace of"));
-  CHECK(
-      refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, t, nullptr, need, nullptr); }, "null"));
-  CHECK(refused(
-      [&] {
-        day05::attention_bwd_v3_flash_wgmma(AttentionShape{1, 1, 4, 40}, t, buf, need, nullptr);
-      },
-      "D must be 64 or 128"));
-  auto misaligned = t;
-  misaligned.dq = p + 1;  // 2 bytes off
-  CHECK(refused([&] { day05::attention_bwd_v3_flash_wgmma(sh, misaligned, buf, need, nullptr); },
-                "16-byte aligned"));
+  // The launchers' argument checks come before the build check, so these hold in every build.
+  check_flash_launcher_refusals(day05::attention_bwd_v3_flash_wgmma, day05::bwd_v3_workspace_bytes);
 }
 
 TEST_CASE("the backward launchers refuse bad arguments before any CUDA call", "[cpu]") {
