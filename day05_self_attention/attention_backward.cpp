@@ -1,11 +1,16 @@
 // day05: the backward registry (the binary's --backward rows, the tests and the README's backward
 // table), the forward's registry's counterpart. The ladder's rungs come before the library row:
 // bwd_v1_cublas, bwd_v2_flash_mma and bwd_v2b_flash_mma_dq_pass (mma.sync), then
-// bwd_v3_flash_wgmma (Hopper: wgmma, TMA).
+// bwd_v3_flash_wgmma (Hopper: wgmma, TMA). Then the training step: a forward and a backward
+// from the two registries, run as one unit.
+#include <fmt/format.h>
+
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "attention_backward.hpp"
+#include "common/tags.hpp"
 
 namespace day05 {
 
@@ -51,6 +56,92 @@ const AttentionBackwardVariant* find_backward_variant(const std::string& name) {
     if (name == v.name) return &v;
   }
   return nullptr;
+}
+
+// ---- the training step -----------------------------------------------------------------------
+
+double attention_training_step_flops(const AttentionShape& s) {
+  return attention_flops(s) + attention_backward_flops(s);
+}
+
+namespace {
+// "" when this build's code for the current GPU runs `v` at s, else the reason.
+template <class Variant>
+std::string cannot_run(const Variant* v, const char* what, const AttentionShape& s) {
+  if (v == nullptr) return fmt::format("no {} takes {}", what, shape_label(s));
+  if (!gpu100::build_has(v->needs)) {
+    return fmt::format("{} {} (CMAKE_CUDA_ARCHITECTURES={})", v->name, gpu100::needs_text(v->needs),
+                       gpu100::build_architectures());
+  }
+  if (v->precision != Precision::kBf16) return std::string(v->name) + " is not a bf16 variant";
+  return v->refusal(s);
+}
+}  // namespace
+
+std::string TrainingStep::refusal(const AttentionShape& s) const {
+  if (std::string why = cannot_run(forward, "bf16 flash forward", s); !why.empty()) return why;
+  if (!forward->is_flash) {
+    return std::string(forward->name) + " writes no row log-sum-exp for a backward to take";
+  }
+  return cannot_run(backward, "backward of this build", s);
+}
+
+size_t TrainingStep::forward_workspace_bytes(const AttentionShape& s) const {
+  return forward == nullptr ? 0 : forward->workspace_bytes(s);
+}
+
+size_t TrainingStep::backward_workspace_bytes(const AttentionShape& s) const {
+  return backward == nullptr ? 0 : backward->workspace_bytes(s);
+}
+
+std::string TrainingStep::name() const {
+  return fmt::format("{}+{}", forward != nullptr ? forward->name : "-",
+                     backward != nullptr ? backward->name : "-");
+}
+
+void TrainingStep::run(const AttentionShape& s, const TrainingStepTensors& t,
+                       void* forward_workspace, size_t forward_workspace_bytes,
+                       void* backward_workspace, size_t backward_workspace_bytes,
+                       cudaStream_t stream) const {
+  check_shape(s);
+  if (t.q == nullptr || t.k == nullptr || t.v == nullptr || t.dout == nullptr || t.o == nullptr ||
+      t.dq == nullptr || t.dk == nullptr || t.dv == nullptr || forward_workspace == nullptr) {
+    throw std::invalid_argument("training step " + name() + ": null tensors or workspace");
+  }
+  if (const std::string why = refusal(s); !why.empty()) {
+    throw std::invalid_argument("training step " + name() + ": " + why);
+  }
+  // The forward writes O, and the row log-sum-exp at the start of its workspace...
+  forward->bf16(s, t.q, t.k, t.v, t.o, forward_workspace, forward_workspace_bytes, stream);
+  // ...which the backward reads there, on the same stream.
+  BackwardTensors<__nv_bfloat16> b;
+  b.q = t.q, b.k = t.k, b.v = t.v, b.o = t.o, b.dout = t.dout;
+  b.lse = static_cast<const float*>(forward_workspace);
+  b.dq = t.dq, b.dk = t.dk, b.dv = t.dv;
+  backward->bf16(s, b, backward_workspace, backward_workspace_bytes, stream);
+}
+
+TrainingStep own_training_step(const AttentionShape& s) {
+  TrainingStep step;
+  step.forward = find_variant(best_flash_bf16());
+  for (const auto& v : attention_backward_variants()) {
+    if (v.is_library || v.precision != Precision::kBf16 || gpu100::has_tag(v.tags, "mine")) {
+      continue;
+    }
+    if (gpu100::build_has(v.needs) && v.refusal(s).empty()) step.backward = &v;  // the last wins
+  }
+  return step;
+}
+
+TrainingStep library_training_step() {
+  TrainingStep step;
+  for (const auto& v : attention_variants()) {
+    if (v.is_library && v.precision == Precision::kBf16) step.forward = &v;
+  }
+  for (const auto& v : attention_backward_variants()) {
+    if (v.is_library && v.precision == Precision::kBf16) step.backward = &v;
+  }
+  return step;
 }
 
 }  // namespace day05

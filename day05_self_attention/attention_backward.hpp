@@ -143,6 +143,48 @@ struct AttentionBackwardVariant {
 const std::vector<AttentionBackwardVariant>& attention_backward_variants();
 const AttentionBackwardVariant* find_backward_variant(const std::string& name);  // nullptr: unknown
 
+// ---- the training step: one layer's forward, then its backward, as one unit -----------------
+// A bf16 forward that writes O and the row log-sum-exp (at the start of its workspace, as the
+// flash rows and cuDNN's do: `is_flash` in the registry), then a bf16 backward fed that O and
+// log-sum-exp and a given dO. The binary's --training-step rows time the two together.
+
+// FLOPs of the step: the forward's 4 B H S^2 D and the backward's 10 B H S^2 D, 14 B H S^2 D, half
+// of that when causal (scripts/torch_baselines.py counts its PyTorch training step the same way).
+double attention_training_step_flops(const AttentionShape& s);
+
+// The step's tensors, all [B, H, S, D] bf16: the inputs Q, K, V and dO, the outputs O, dQ, dK, dV.
+struct TrainingStepTensors {
+  const __nv_bfloat16 *q = nullptr, *k = nullptr, *v = nullptr, *dout = nullptr;
+  __nv_bfloat16 *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
+struct TrainingStep {
+  const AttentionVariant* forward = nullptr;
+  const AttentionBackwardVariant* backward = nullptr;
+  // "" when this build runs both on the current GPU at shape s, else the first reason in one line.
+  std::string refusal(const AttentionShape& s) const;
+  // The forward's workspace (the row log-sum-exp at its start, then any of its own) and the
+  // backward's; callers allocate both once, outside any timed loop.
+  size_t forward_workspace_bytes(const AttentionShape& s) const;
+  size_t backward_workspace_bytes(const AttentionShape& s) const;
+  // The forward, then the backward, on `stream`; no synchronisation. Throws std::invalid_argument
+  // on null tensors or a null forward workspace (before any CUDA call), and on a refusal (which
+  // may build cuDNN's plan first); each launcher then checks its own workspace's size.
+  void run(const AttentionShape& s, const TrainingStepTensors& t, void* forward_workspace,
+           size_t forward_workspace_bytes, void* backward_workspace,
+           size_t backward_workspace_bytes, cudaStream_t stream) const;
+  // "v5_flash_wgmma+bwd_v3_flash_wgmma": the row's name ("-" for a side that is missing).
+  std::string name() const;
+};
+// The build's own step at shape s: the fastest bf16 flash forward it runs (best_flash_bf16()) and
+// the backward ladder's last rung that it runs and that takes s (the registry's non-library bf16
+// rows are in lesson order, and the last that runs is the fastest the README measured for each
+// build: bwd v3 where there is sm_90a code, else bwd v2b). `backward` is null when no rung takes s.
+TrainingStep own_training_step(const AttentionShape& s);
+// The library's step: the bf16 library rows of the forward's and the backward's registries
+// (cuDNN's fused attention forward, then its backward fed its own O and stats).
+TrainingStep library_training_step();
+
 // The gradients' check: element e passes when |got - ref| <= tol * abs_dX[e] (the reference's
 // scales above; check_output in attention.hpp). The tolerances, and why (README, "The backward
 // ladder"): every term of a gradient's sum carries the rounding of P and of dS to the storage

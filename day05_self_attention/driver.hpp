@@ -1,6 +1,9 @@
 #pragma once
 // day05_self_attention's driver: its options and device data (main.cpp fills them), the forward's
-// rows of one shape (driver_rows.cpp) and the backward's (driver_backward.cpp, --backward).
+// rows of one shape (driver_rows.cpp) and the backward's and the training step's
+// (driver_backward.cpp, --backward and --training-step).
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,9 @@ struct Options {
   bool backward = false;
   std::vector<const AttentionBackwardVariant*> bwd_variants;
   int check_heads = 2;
+  // --training-step: the build's own forward + backward and the library's, each timed as one
+  // unit, O checked as the forward rows check it and the gradients as the backward rows do.
+  bool training_step = false;
 };
 
 // Q, K, V, O on the device in fp32 and in bf16 (converted once, outside any timing), the
@@ -49,10 +55,38 @@ struct BackwardData {
   BackwardSide<float> f32;
   BackwardSide<__nv_bfloat16> b16;
   gpu100::DeviceBuffer<char> ws;
+  // --training-step: the forward's workspace, the row log-sum-exp at its start.
+  gpu100::DeviceBuffer<char> fwd_ws;
 };
 
 // "1.50 GiB" or "12.00 MiB".
 std::string mib(double bytes);
+
+// The forward's check (driver_rows.cpp), which the training step's rows share. The sampled query
+// rows: (head, query) pairs, always including the first and the last row.
+struct SampleRow {
+  int64_t bh;
+  int i;
+};
+std::vector<SampleRow> sample_rows(const AttentionShape& s, int count, uint64_t seed);
+// The double CPU reference at the sampled rows: O, sum p |v| and the log-sum-exp, on the host
+// inputs q, k, v (rounded to bf16 first for the bf16 rows).
+struct SampledReference {
+  std::vector<double> o, abs_o, lse;
+  double ms = 0, flops = 0;  // CPU time and FLOPs of computing it
+};
+SampledReference reference_rows(const AttentionShape& s, const std::vector<SampleRow>& rows,
+                                const std::vector<float>& q, const std::vector<float>& k,
+                                const std::vector<float>& v, bool round_to_bf16);
+// The three checks of the forward `var`'s output `out` (every element, as floats): the sampled
+// rows against `ref`, the log-sum-exp (the first B H S floats at `lse_device`) when the variant
+// writes it, and the whole output against the library row of its precision in `library_out`
+// (else any), where a library row stores its own. Each failing check adds a labelled note.
+gpu100::CompareResult check_forward(const AttentionShape& s, const AttentionVariant& var,
+                                    const std::vector<SampleRow>& rows, const SampledReference& ref,
+                                    const std::vector<float>& out, const void* lse_device,
+                                    std::map<Precision, std::vector<float>>& library_out,
+                                    std::vector<std::string>& notes);
 
 // Runs every selected variant at one shape (one mask): check, time, one row each, in registry
 // order; the bf16 rows' TFLOP/s go to `verdict`.
@@ -63,5 +97,11 @@ void run_shape(const AttentionShape& s, const Options& opt, double fp32_peak, De
 // reference of the checked heads, then check and time each selected backward variant.
 void run_backward_shape(const AttentionShape& s, const Options& opt, double fp32_peak,
                         BackwardData& dev, gpu100::DayRun& run, std::string& verdict);
+
+// The training step's rows at one shape (one mask): the library's step, then the build's own
+// (attention_backward.hpp), each checked (O at the sampled rows and against the library's O, the
+// gradients on --check-heads whole heads) and then timed as one unit, forward and backward.
+void run_training_step_shape(const AttentionShape& s, const Options& opt, BackwardData& dev,
+                             gpu100::DayRun& run, std::string& verdict);
 
 }  // namespace day05

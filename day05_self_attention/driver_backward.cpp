@@ -8,6 +8,10 @@
 // checked run). Then timed: median of --iters runs after --warmup, L2 flushed. The CPU reference
 // computes its heads on one thread each, in parallel; its row is their single-thread time scaled
 // to the B H heads.
+// --training-step: two rows per shape, the library's forward + backward (cuDNN's) and the build's
+// own (attention_backward.hpp's TrainingStep), each timed as one unit. Each is checked first: O
+// and the log-sum-exp as the forward rows check them (driver_rows.cpp's check_forward), and the
+// gradients on the checked heads as the backward rows are.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <map>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -83,6 +88,35 @@ void compute_references(const AttentionShape& s, const BackwardData& dev,
   std::vector<std::future<void>> running;
   for (size_t t = 0; t < threads; ++t) running.push_back(std::async(std::launch::async, worker));
   for (auto& f : running) f.get();
+}
+
+// The CPU reference of the checked heads (checked_heads), on the fp32 inputs and on the
+// bf16-rounded ones as asked, computed in parallel.
+std::vector<HeadReference> head_references(const AttentionShape& s, const BackwardData& dev,
+                                           int check_heads, bool fp32_inputs, bool bf16_inputs) {
+  std::vector<HeadReference> refs;
+  for (int64_t bh : checked_heads(s, check_heads)) {
+    if (fp32_inputs) refs.push_back({bh, false, {}, 0});
+    if (bf16_inputs) refs.push_back({bh, true, {}, 0});
+  }
+  compute_references(s, dev, refs);
+  return refs;
+}
+
+// The CPU reference's row: the single-thread time of its heads (on one precision's inputs),
+// scaled to the B H heads.
+ResultRow cpu_row(const AttentionShape& s, const std::vector<HeadReference>& refs, double flops) {
+  double ms_per_head = 0;
+  int timed = 0;
+  for (const auto& r : refs) {
+    if (r.bf16_inputs == refs.front().bf16_inputs) ms_per_head += r.ms, ++timed;
+  }
+  const double cpu_ms = timed > 0 ? ms_per_head / timed * double(s.heads()) : 0;
+  ResultRow cpu = gpu100::reference_row("cpu_reference", "fp64", shape_label(s), cpu_ms, 0, flops);
+  cpu.note = fmt::format(
+      "one thread, double; timed on {} of {} heads ({:.1f} ms each) and scaled to all of them",
+      timed, s.heads(), timed > 0 ? ms_per_head / timed : 0.0);
+  return cpu;
 }
 
 // Fails at the first element that is not finite (NaN: an element the variant never wrote).
@@ -187,22 +221,10 @@ void run_backward_shape(const AttentionShape& s, const Options& opt, double fp32
   CUDA_CHECK(cudaDeviceSynchronize());
 
   // The CPU reference of the checked heads, on each precision's inputs.
-  std::vector<HeadReference> refs;
-  for (int64_t bh : checked_heads(s, opt.check_heads)) {
-    if (want32) refs.push_back({bh, false, {}, 0});
-    if (want16 && no16.empty()) refs.push_back({bh, true, {}, 0});
-  }
-  compute_references(s, dev, refs);
-  double ms_per_head = 0;
-  int timed = 0;
-  for (const auto& r : refs) {
-    if (r.bf16_inputs == refs.front().bf16_inputs) ms_per_head += r.ms, ++timed;
-  }
-  const double cpu_ms = timed > 0 ? ms_per_head / timed * double(s.heads()) : 0;
-  ResultRow cpu = gpu100::reference_row("cpu_reference", "fp64", label, cpu_ms, 0, flops);
-  cpu.note = fmt::format(
-      "one thread, double; timed on {} of {} heads ({:.1f} ms each) and scaled to all of them",
-      timed, s.heads(), timed > 0 ? ms_per_head / timed : 0.0);
+  const std::vector<HeadReference> refs =
+      head_references(s, dev, opt.check_heads, want32, want16 && no16.empty());
+  ResultRow cpu = cpu_row(s, refs, flops);
+  const double cpu_ms = *cpu.ms;
   run.table().add(cpu);
 
   auto library_of = [&](Precision p) -> const char* {
@@ -268,6 +290,79 @@ void run_backward_shape(const AttentionShape& s, const Options& opt, double fp32
   for (const auto& row : rows_out) {
     if (row.tflops) {
       gpu100::append(verdict, fmt::format("{} {:.0f} TFLOP/s{}", row.variant, *row.tflops,
+                                          s.causal ? " causal" : ""));
+    }
+    run.table().add(row);
+  }
+}
+
+void run_training_step_shape(const AttentionShape& s, const Options& opt, BackwardData& dev,
+                             gpu100::DayRun& run, std::string& verdict) {
+  const std::string label = shape_label(s);
+  const double flops = attention_training_step_flops(s);
+  // The library's step first: its O is the own step's second reference, as in the forward rows.
+  const TrainingStep steps[] = {library_training_step(), own_training_step(s)};
+
+  // The references, on the bf16-rounded inputs: the gradients (and O, recomputed) of the checked
+  // heads, the backward's; O and the log-sum-exp at the sampled query rows, the forward's.
+  const std::vector<HeadReference> refs = head_references(s, dev, opt.check_heads, false, true);
+  ResultRow cpu = cpu_row(s, refs, flops);
+  const double cpu_ms = *cpu.ms;
+  gpu100::append(cpu.note, "the backward's reference, which recomputes O: a whole step");
+  run.table().add(cpu);
+  const auto rows = sample_rows(s, opt.check_rows, opt.common.seed + (s.causal ? 1 : 0));
+  const SampledReference ref16 = reference_rows(s, rows, dev.q, dev.k, dev.v, true);
+
+  std::map<Precision, std::vector<float>> library_out;
+  std::vector<ResultRow> done;
+  for (const TrainingStep& step : steps) {
+    const bool is_library = step.forward != nullptr && step.forward->is_library;
+    if (const std::string why = step.refusal(s); !why.empty()) {
+      ResultRow row = gpu100::make_row(step.name(), to_string(Precision::kBf16), label);
+      row.verified = false;
+      row.note = "refused: " + why;
+      done.push_back(row);
+      continue;
+    }
+    const size_t fwd_bytes = step.forward_workspace_bytes(s),
+                 bwd_bytes = step.backward_workspace_bytes(s);
+    TrainingStepTensors t;
+    t.q = dev.b16.q.data(), t.k = dev.b16.k.data(), t.v = dev.b16.v.data();
+    t.dout = dev.b16.dout.data(), t.o = dev.b16.o.data();
+    t.dq = dev.b16.dq.data(), t.dk = dev.b16.dk.data(), t.dv = dev.b16.dv.data();
+    std::vector<std::string> notes;
+    ResultRow row = run.measure(
+        step.name(), to_string(Precision::kBf16), label,
+        [&] {
+          for (auto* b : {&dev.b16.o, &dev.b16.dq, &dev.b16.dk, &dev.b16.dv}) b->poison();
+          dev.fwd_ws.poison();
+          dev.ws.poison();
+        },
+        [&] { step.run(s, t, dev.fwd_ws.data(), fwd_bytes, dev.ws.data(), bwd_bytes, nullptr); },
+        [&] {
+          const std::vector<float> out = gpu100::convert_to_float(dev.b16.o.download());
+          const gpu100::CompareResult o = check_forward(s, *step.forward, rows, ref16, out,
+                                                        dev.fwd_ws.data(), library_out, notes);
+          const gpu100::CompareResult grads = check_side(s, Precision::kBf16, refs, dev.b16, notes);
+          return gpu100::worst_of({o, grads});
+        });
+    gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
+    if (!is_library) row.library = steps[0].name();
+    notes.push_back(fmt::format(
+        "{} writes O and the log-sum-exp, then {} takes them; timed together; workspaces {} "
+        "(the forward's) and {} (the backward's)",
+        step.forward->name, step.backward->name, mib(double(fwd_bytes)), mib(double(bwd_bytes))));
+    notes.push_back("bf16 Q, K, V, dO in, bf16 O, dQ, dK, dV out, fp32 accumulation");
+    row.note.clear();  // the labelled notes say which check failed
+    for (const auto& note : notes) gpu100::append(row.note, note);
+    done.push_back(row);
+  }
+  // The own step's row, then the library's.
+  std::vector<ResultRow> rows_out(done.rbegin(), done.rend());
+  gpu100::link_libraries(rows_out);
+  for (const auto& row : rows_out) {
+    if (row.tflops) {
+      gpu100::append(verdict, fmt::format("step {} {:.0f} TFLOP/s{}", row.variant, *row.tflops,
                                           s.causal ? " causal" : ""));
     }
     run.table().add(row);

@@ -2,8 +2,8 @@
 // against a double-precision CPU reference at --check-rows sampled query rows (the bf16 variants
 // against the reference on their bf16-rounded inputs), the flash variants' log-sum-exp at those
 // rows, and element by element against the library row's whole output (v2 for fp32, cuDNN's
-// fused attention for bf16, run first). Then timed: median of --iters runs after --warmup, L2
-// flushed.
+// fused attention for bf16, run first): check_forward, which the training step's rows
+// (driver_backward.cpp) share. Then timed: median of --iters runs after --warmup, L2 flushed.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,96 +24,6 @@ namespace {
 
 using gpu100::ResultRow;
 using bf16 = __nv_bfloat16;
-
-// The sampled query rows: (head, query) pairs, always including the first and the last row.
-struct SampleRow {
-  int64_t bh;
-  int i;
-};
-std::vector<SampleRow> sample_rows(const AttentionShape& s, int count, uint64_t seed) {
-  std::vector<SampleRow> rows = {{0, 0}, {s.heads() - 1, s.s - 1}};
-  for (int r = 2; r < count; ++r) {
-    const uint64_t x = gpu100::splitmix64(seed * 7919 + r);
-    rows.push_back({int64_t(x % uint64_t(s.heads())), int((x >> 32) % uint64_t(s.s))});
-  }
-  return rows;
-}
-
-// The reference at the sampled rows: O, sum p |v| and the log-sum-exp, in double.
-struct SampledReference {
-  std::vector<double> o, abs_o, lse;
-  double ms = 0, flops = 0;  // CPU time and FLOPs of computing it
-};
-SampledReference reference_rows(const AttentionShape& s, const std::vector<SampleRow>& rows,
-                                const DeviceData& dev, bool round_to_bf16) {
-  SampledReference r;
-  r.o.resize(rows.size() * s.d);
-  r.abs_o.resize(rows.size() * s.d);
-  r.lse.resize(rows.size());
-  const size_t head = size_t(s.s) * s.d;
-  AttentionShape one = s;
-  one.b = one.h = 1;
-  std::vector<float> hq, hk, hv;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (size_t n = 0; n < rows.size(); ++n) {
-    const size_t off = size_t(rows[n].bh) * head;
-    auto take = [&](const std::vector<float>& x, std::vector<float>& out) {
-      out.assign(x.begin() + off, x.begin() + off + head);
-      if (round_to_bf16) out = gpu100::round_trip<bf16>(out);
-    };
-    take(dev.q, hq);
-    take(dev.k, hk);
-    take(dev.v, hv);
-    r.flops += attention_row_cpu(one, hq.data(), hk.data(), hv.data(), 0, rows[n].i, &r.o[n * s.d],
-                                 &r.abs_o[n * s.d], &r.lse[n]);
-  }
-  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
-
-// The three checks of a variant's output now in `dev`; each failing one adds a labelled note.
-gpu100::CompareResult check_variant(const AttentionShape& s, const AttentionVariant& var,
-                                    const std::vector<SampleRow>& rows, const SampledReference& ref,
-                                    const DeviceData& dev,
-                                    std::map<Precision, std::vector<float>>& library_out,
-                                    std::vector<std::string>& notes) {
-  const size_t n = static_cast<size_t>(s.elements());
-  const bool is16 = var.precision == Precision::kBf16;
-  const std::vector<float> out =
-      is16 ? gpu100::convert_to_float(dev.d_o16.download()) : dev.d_o.download();
-  std::vector<gpu100::CompareResult> parts;
-  auto add = [&](const char* what, const gpu100::CompareResult& c) {
-    parts.push_back(c);
-    if (!c.ok) notes.push_back(std::string(what) + ": " + c.summary());
-  };
-  const double tol = tolerance(var.precision);
-  std::vector<float> got(rows.size() * s.d), lse(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const size_t off = (size_t(rows[r].bh) * s.s + rows[r].i) * s.d;
-    std::copy(out.begin() + off, out.begin() + off + s.d, got.begin() + r * s.d);
-  }
-  add("sampled rows vs CPU", check_output(ref.o, ref.abs_o, got, tol));
-  if (var.is_flash) {  // the row log-sum-exp, at the start of the workspace
-    std::vector<float> lse_all(static_cast<size_t>(s.rows()));
-    CUDA_CHECK(cudaMemcpy(lse_all.data(), dev.ws.data(), lse_all.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost));
-    for (size_t r = 0; r < rows.size(); ++r) lse[r] = lse_all[rows[r].bh * s.s + rows[r].i];
-    add("log-sum-exp vs CPU", check_lse(ref.lse, lse, tol));
-  }
-  // The whole output against the library row of its precision, else the other one (|V| <= 1, so
-  // sum p |v| <= 1: tolerance 2 tol absolute, the looser of the two precisions').
-  if (var.is_library) {
-    library_out[var.precision] = out;
-  } else if (!library_out.empty()) {
-    const auto it = library_out.count(var.precision) > 0 ? library_out.find(var.precision)
-                                                         : library_out.begin();
-    const double lib_tol = std::max(tol, tolerance(it->first));
-    if (it->second.size() == n) {
-      add("whole output vs the library row", gpu100::compare(it->second, out, 2 * lib_tol, 0.0));
-    }
-  }
-  return gpu100::worst_of(parts);
-}
 
 // What a row's device memory holds, from its registry entry. A learner's variant (tag "mine") is
 // described only by what its entry declares: the flash flag, and its workspace when it asks for
@@ -142,13 +52,90 @@ std::string mib(double bytes) {
                                   : fmt::format("{:.2f} MiB", bytes / double(1 << 20));
 }
 
+std::vector<SampleRow> sample_rows(const AttentionShape& s, int count, uint64_t seed) {
+  std::vector<SampleRow> rows = {{0, 0}, {s.heads() - 1, s.s - 1}};
+  for (int r = 2; r < count; ++r) {
+    const uint64_t x = gpu100::splitmix64(seed * 7919 + r);
+    rows.push_back({int64_t(x % uint64_t(s.heads())), int((x >> 32) % uint64_t(s.s))});
+  }
+  return rows;
+}
+
+SampledReference reference_rows(const AttentionShape& s, const std::vector<SampleRow>& rows,
+                                const std::vector<float>& q, const std::vector<float>& k,
+                                const std::vector<float>& v, bool round_to_bf16) {
+  SampledReference r;
+  r.o.resize(rows.size() * s.d);
+  r.abs_o.resize(rows.size() * s.d);
+  r.lse.resize(rows.size());
+  const size_t head = size_t(s.s) * s.d;
+  AttentionShape one = s;
+  one.b = one.h = 1;
+  std::vector<float> hq, hk, hv;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const size_t off = size_t(rows[n].bh) * head;
+    auto take = [&](const std::vector<float>& x, std::vector<float>& out) {
+      out.assign(x.begin() + off, x.begin() + off + head);
+      if (round_to_bf16) out = gpu100::round_trip<bf16>(out);
+    };
+    take(q, hq);
+    take(k, hk);
+    take(v, hv);
+    r.flops += attention_row_cpu(one, hq.data(), hk.data(), hv.data(), 0, rows[n].i, &r.o[n * s.d],
+                                 &r.abs_o[n * s.d], &r.lse[n]);
+  }
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+gpu100::CompareResult check_forward(const AttentionShape& s, const AttentionVariant& var,
+                                    const std::vector<SampleRow>& rows, const SampledReference& ref,
+                                    const std::vector<float>& out, const void* lse_device,
+                                    std::map<Precision, std::vector<float>>& library_out,
+                                    std::vector<std::string>& notes) {
+  const size_t n = static_cast<size_t>(s.elements());
+  std::vector<gpu100::CompareResult> parts;
+  auto add = [&](const char* what, const gpu100::CompareResult& c) {
+    parts.push_back(c);
+    if (!c.ok) notes.push_back(std::string(what) + ": " + c.summary());
+  };
+  const double tol = tolerance(var.precision);
+  std::vector<float> got(rows.size() * s.d), lse(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t off = (size_t(rows[r].bh) * s.s + rows[r].i) * s.d;
+    std::copy(out.begin() + off, out.begin() + off + s.d, got.begin() + r * s.d);
+  }
+  add("sampled rows vs CPU", check_output(ref.o, ref.abs_o, got, tol));
+  if (var.is_flash) {  // the row log-sum-exp
+    std::vector<float> lse_all(static_cast<size_t>(s.rows()));
+    CUDA_CHECK(cudaMemcpy(lse_all.data(), lse_device, lse_all.size() * sizeof(float),
+                          cudaMemcpyDeviceToHost));
+    for (size_t r = 0; r < rows.size(); ++r) lse[r] = lse_all[rows[r].bh * s.s + rows[r].i];
+    add("log-sum-exp vs CPU", check_lse(ref.lse, lse, tol));
+  }
+  // The whole output against the library row of its precision, else the other one (|V| <= 1, so
+  // sum p |v| <= 1: tolerance 2 tol absolute, the looser of the two precisions').
+  if (var.is_library) {
+    library_out[var.precision] = out;
+  } else if (!library_out.empty()) {
+    const auto it = library_out.count(var.precision) > 0 ? library_out.find(var.precision)
+                                                         : library_out.begin();
+    const double lib_tol = std::max(tol, tolerance(it->first));
+    if (it->second.size() == n) {
+      add("whole output vs the library row", gpu100::compare(it->second, out, 2 * lib_tol, 0.0));
+    }
+  }
+  return gpu100::worst_of(parts);
+}
+
 void run_shape(const AttentionShape& s, const Options& opt, double fp32_peak, DeviceData& dev,
                gpu100::DayRun& run, std::string& verdict) {
   const std::string label = shape_label(s);
   const double flops = attention_flops(s);
   const auto rows = sample_rows(s, opt.check_rows, opt.common.seed + (s.causal ? 1 : 0));
-  const SampledReference ref32 = reference_rows(s, rows, dev, false),
-                         ref16 = reference_rows(s, rows, dev, true);
+  const SampledReference ref32 = reference_rows(s, rows, dev.q, dev.k, dev.v, false),
+                         ref16 = reference_rows(s, rows, dev.q, dev.k, dev.v, true);
   const double cpu_ms = ref32.ms * flops / std::max(ref32.flops, 1.0);
   ResultRow cpu = gpu100::reference_row("cpu_reference", "fp64", label, cpu_ms, 0, flops);
   cpu.note = fmt::format(
@@ -201,7 +188,10 @@ void run_shape(const AttentionShape& s, const Options& opt, double fp32_peak, De
           }
         },
         [&] {
-          return check_variant(s, *var, rows, is16 ? ref16 : ref32, dev, library_out, notes);
+          const std::vector<float> out =
+              is16 ? gpu100::convert_to_float(dev.d_o16.download()) : dev.d_o.download();
+          return check_forward(s, *var, rows, is16 ? ref16 : ref32, out, dev.ws.data(), library_out,
+                               notes);
         });
     gpu100::derive(row, 0, flops, 0, cpu_ms, 0);
     if (!is16 && fp32_peak > 0) row.pct_of_ceiling = 100.0 * *row.tflops / fp32_peak;

@@ -6,11 +6,13 @@
 // measured in this run. A variant that refuses a shape (v1 above its S x S budget, v4 at D other
 // than 64 and 128) gets a row with the reason. --backward runs the backward registry
 // (attention_backward.cpp) instead: dQ, dK, dV from dO and the GPU forward's O and log-sum-exp,
-// checked on whole heads, TFLOP/s counting 10 B H S^2 D (half when causal).
+// checked on whole heads, TFLOP/s counting 10 B H S^2 D (half when causal). --training-step times
+// one layer's forward and backward as one unit instead, the build's own pair against cuDNN's
+// (attention_backward.hpp), TFLOP/s counting 4 + 10 = 14 B H S^2 D (half when causal).
 //
 // Run: build/day05_self_attention/day05_self_attention [--batch 8 --heads 16 --seq 2048
 //      --head-dim 64] [--mask none|causal|both] [--variant v3_flash_fp32] [--json out.json]
-//      [--backward [--check-heads 2]]
+//      [--backward | --training-step] [--check-heads 2]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,7 +46,11 @@ void declare_flags(gpu100::ArgParser& args) {
   args.add_flag("backward",
                 "the backward pass: dQ, dK, dV from dO and the GPU forward's O and log-sum-exp "
                 "(the backward variants of --list)");
-  args.add_int("check-heads", "--backward: whole heads checked against the CPU reference", 2, 1,
+  args.add_flag("training-step",
+                "one layer's forward then backward, timed as one unit: the build's fastest own "
+                "pair against cuDNN's");
+  args.add_int("check-heads",
+               "--backward, --training-step: whole heads checked against the CPU reference", 2, 1,
                1 << 16);
   args.add_common();
   args.add_alias("b", "batch");
@@ -57,7 +63,19 @@ Options read_options(const gpu100::ArgParser& args, day05::AttentionShape& s) {
   Options opt;
   opt.common = gpu100::CommonOptions::read(args);
   opt.backward = args.get_flag("backward");
-  if (opt.backward) {
+  opt.training_step = args.get_flag("training-step");
+  if (opt.backward && opt.training_step) {
+    throw gpu100::UsageError(
+        "--backward and --training-step exclude each other: the backward alone, or the forward "
+        "and the backward timed together");
+  }
+  if (opt.training_step) {
+    if (!opt.common.variants.empty()) {
+      throw gpu100::UsageError(
+          "--training-step has two fixed rows (the build's own forward and backward, and "
+          "cuDNN's): --variant does not apply");
+    }
+  } else if (opt.backward) {
     opt.bwd_variants = gpu100::select(day05::attention_backward_variants(), opt.common.variants);
     gpu100::refuse_named_not_built(day05::attention_backward_variants(), opt.common.variants);
   } else {
@@ -121,19 +139,15 @@ DeviceData make_data(const Options& opt, size_t n, size_t ws_bytes) {
   return dev;
 }
 
-// The backward's inputs on the device, in the precisions the selected rows take (bf16 copies
-// converted once, outside any timing), the forward's O and log-sum-exp, the outputs, the
-// workspace.
-day05::BackwardData make_backward_data(const Options& opt, size_t n, size_t rows, size_t ws_bytes) {
+// The backward's inputs on the device, in the precisions asked for (bf16 copies converted once,
+// outside any timing), the forward's O and log-sum-exp, the outputs, the workspaces.
+day05::BackwardData make_backward_data(const Options& opt, size_t n, size_t rows, bool want32,
+                                       bool want16, size_t ws_bytes, size_t fwd_ws_bytes) {
   day05::BackwardData dev;
   dev.q = gpu100::random_vector<float>(n, opt.common.seed + 1);
   dev.k = gpu100::random_vector<float>(n, opt.common.seed + 2);
   dev.v = gpu100::random_vector<float>(n, opt.common.seed + 3);
   dev.dout = gpu100::random_vector<float>(n, opt.common.seed + 4);
-  bool want32 = false, want16 = false;
-  for (const auto* v : opt.bwd_variants) {
-    (v->precision == day05::Precision::kBf16 ? want16 : want32) = true;
-  }
   auto fill = [&](auto& side, auto convert) {
     for (auto [host, dst] : {std::pair{&dev.q, &side.q}, std::pair{&dev.k, &side.k},
                              std::pair{&dev.v, &side.v}, std::pair{&dev.dout, &side.dout}}) {
@@ -150,49 +164,88 @@ day05::BackwardData make_backward_data(const Options& opt, size_t n, size_t rows
     fill(dev.b16, [](const std::vector<float>& x) { return gpu100::convert_from_float<bf16>(x); });
   }
   dev.ws = gpu100::DeviceBuffer<char>(std::max<size_t>(ws_bytes, 256));
+  dev.fwd_ws = gpu100::DeviceBuffer<char>(std::max<size_t>(fwd_ws_bytes, 256));
   return dev;
+}
+
+// --training-step: the largest workspaces of a step that runs, over the masks (backward, forward).
+std::pair<size_t, size_t> training_step_workspaces(const Options& opt,
+                                                   const day05::AttentionShape& s) {
+  size_t bwd = 0, fwd = 0;
+  for (bool causal : opt.masks) {
+    day05::AttentionShape sc = s;
+    sc.causal = causal;
+    for (const auto& step : {day05::library_training_step(), day05::own_training_step(sc)}) {
+      if (!step.refusal(sc).empty()) continue;
+      bwd = std::max(bwd, step.backward_workspace_bytes(sc));
+      fwd = std::max(fwd, step.forward_workspace_bytes(sc));
+    }
+  }
+  return {bwd, fwd};
 }
 
 int run_backward(Options& opt, const day05::AttentionShape& s) {
   const size_t n = static_cast<size_t>(s.elements()), rows = static_cast<size_t>(s.rows());
-  // Device memory: eight [B, H, S, D] tensors and the log-sum-exp per precision, the workspace.
-  const double tensors = double(n) * (8 * 4 + 8 * 2) + double(rows) * 8;
+  // Device memory: eight [B, H, S, D] tensors and the log-sum-exp per precision (bf16 only for the
+  // training step), the workspaces.
+  const double tensors = opt.training_step ? double(n) * 8 * 2 + double(rows) * 4
+                                           : double(n) * (8 * 4 + 8 * 2) + double(rows) * 8;
   if (tensors > double(size_t(1) << 40)) {
     throw gpu100::UsageError(
         fmt::format("the problem needs {} of device memory", day05::mib(tensors)));
   }
   // Everything above is argument handling; the GPU is touched from here on.
-  gpu100::DayRun run(kDay,
-                     fmt::format("dQ, dK, dV of attention (backward), {}", day05::shape_label(s)),
-                     opt.common);
-  const auto& registry = day05::attention_backward_variants();
-  if (const auto lacked = gpu100::refuse_or_list_lacked(registry, opt.common.variants);
-      !lacked.empty()) {
-    fmt::print("{}\n", lacked);
-  }
-  opt.bwd_variants.erase(std::remove_if(opt.bwd_variants.begin(), opt.bwd_variants.end(),
-                                        [](const day05::AttentionBackwardVariant* v) {
-                                          return !gpu100::build_has(v->needs);
-                                        }),
-                         opt.bwd_variants.end());
-  size_t ws_bytes = 0;
-  for (bool causal : opt.masks) {
-    day05::AttentionShape sc = s;
-    sc.causal = causal;
+  const std::string title =
+      opt.training_step
+          ? fmt::format("one attention layer's training step (forward, then backward), {}",
+                        day05::shape_label(s))
+          : fmt::format("dQ, dK, dV of attention (backward), {}", day05::shape_label(s));
+  gpu100::DayRun run(kDay, title, opt.common);
+  size_t ws_bytes = 0, fwd_ws_bytes = 0;
+  bool want32 = false, want16 = opt.training_step;
+  if (opt.training_step) {
+    std::tie(ws_bytes, fwd_ws_bytes) = training_step_workspaces(opt, s);
+  } else {
+    const auto& registry = day05::attention_backward_variants();
+    if (const auto lacked = gpu100::refuse_or_list_lacked(registry, opt.common.variants);
+        !lacked.empty()) {
+      fmt::print("{}\n", lacked);
+    }
+    opt.bwd_variants.erase(std::remove_if(opt.bwd_variants.begin(), opt.bwd_variants.end(),
+                                          [](const day05::AttentionBackwardVariant* v) {
+                                            return !gpu100::build_has(v->needs);
+                                          }),
+                           opt.bwd_variants.end());
+    for (bool causal : opt.masks) {
+      day05::AttentionShape sc = s;
+      sc.causal = causal;
+      for (const auto* v : opt.bwd_variants) {
+        if (v->refusal(sc).empty()) ws_bytes = std::max(ws_bytes, v->workspace_bytes(sc));
+      }
+    }
     for (const auto* v : opt.bwd_variants) {
-      if (v->refusal(sc).empty()) ws_bytes = std::max(ws_bytes, v->workspace_bytes(sc));
+      (v->precision == day05::Precision::kBf16 ? want16 : want32) = true;
     }
   }
-  gpu100::require_device_memory(static_cast<size_t>(tensors) + ws_bytes + (size_t(64) << 20), kDay);
-  const double fp32_peak = gpu100::measure_fp32_peak_tflops();
-  fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now; the fp32 rows' % ceiling)\n\n",
-             fp32_peak);
-  day05::BackwardData dev = make_backward_data(opt, n, rows, ws_bytes);
+  gpu100::require_device_memory(
+      static_cast<size_t>(tensors) + ws_bytes + fwd_ws_bytes + (size_t(64) << 20), kDay);
+  double fp32_peak = 0;
+  if (!opt.training_step) {  // (the training step has no fp32 row)
+    fp32_peak = gpu100::measure_fp32_peak_tflops();
+    fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now; the fp32 rows' % ceiling)\n\n",
+               fp32_peak);
+  }
+  day05::BackwardData dev =
+      make_backward_data(opt, n, rows, want32, want16, ws_bytes, fwd_ws_bytes);
   std::string verdict;
   for (bool causal : opt.masks) {
     day05::AttentionShape sc = s;
     sc.causal = causal;
-    day05::run_backward_shape(sc, opt, fp32_peak, dev, run, verdict);
+    if (opt.training_step) {
+      day05::run_training_step_shape(sc, opt, dev, run, verdict);
+    } else {
+      day05::run_backward_shape(sc, opt, fp32_peak, dev, run, verdict);
+    }
   }
   return run.finish(kDay, verdict);
 }
@@ -200,7 +253,7 @@ int run_backward(Options& opt, const day05::AttentionShape& s) {
 int run(int argc, char** argv) {
   gpu100::ArgParser args(kDay,
                          "scaled dot-product attention, naive to FlashAttention-2 style: the "
-                         "forward, and with --backward the backward");
+                         "forward, with --backward the backward, with --training-step both");
   declare_flags(args);
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (gpu100::list_requested(args, day05::attention_variants())) {
@@ -210,7 +263,7 @@ int run(int argc, char** argv) {
   }
   day05::AttentionShape s;
   Options opt = read_options(args, s);
-  if (opt.backward) return run_backward(opt, s);
+  if (opt.backward || opt.training_step) return run_backward(opt, s);
   // Device memory: Q, K, V, O in fp32 and bf16, and the largest workspace of a variant that runs.
   const size_t n = static_cast<size_t>(s.elements()), ws_bytes = workspace_bytes(opt, s);
   const double need = double(n) * (4 * 4 + 4 * 2) + double(ws_bytes);

@@ -257,6 +257,85 @@ TEST_CASE("backward FLOPs: five GEMMs, 2.5x the forward's two", "[cpu]") {
   CHECK(day05::attention_backward_flops(c) == 0.5 * day05::attention_backward_flops(s));
 }
 
+TEST_CASE("training-step FLOPs: the forward's 4 and the backward's 10, 14 B H S^2 D", "[cpu]") {
+  const auto s = day05::AttentionShape{8, 16, 2048, 128};
+  CHECK(day05::attention_training_step_flops(s) == 14.0 * 8 * 16 * 2048.0 * 2048.0 * 128);
+  const auto c = day05::AttentionShape{8, 16, 2048, 128, true};
+  CHECK(day05::attention_training_step_flops(c) == 7.0 * 8 * 16 * 2048.0 * 2048.0 * 128);
+}
+
+TEST_CASE("training step: the build's fastest own pair, and the library's", "[cpu]") {
+  // The library's: the bf16 library rows of the two registries.
+  const auto lib = day05::library_training_step();
+  REQUIRE(lib.forward != nullptr);
+  REQUIRE(lib.backward != nullptr);
+  CHECK(std::string(lib.forward->name) == "cudnn_sdpa");
+  CHECK(std::string(lib.backward->name) == "cudnn_sdpa_bwd");
+  CHECK(lib.name() == "cudnn_sdpa+cudnn_sdpa_bwd");
+  // The own: best_flash_bf16()'s forward, and the ladder's last bf16 rung the build runs that
+  // takes the shape: bwd v3 with sm_90a code, else bwd v2b with sm_80 code.
+  for (int d : {64, 128}) {
+    const auto s = day05::AttentionShape{1, 2, 777, d, true};
+    const auto own = day05::own_training_step(s);
+    INFO("D = " << d);
+    REQUIRE(own.forward == day05::find_variant(day05::best_flash_bf16()));
+    if (!gpu100::build_has(gpu100::ArchNeed::kSm80)) {
+      CHECK(!own.refusal(s).empty());  // no bf16 flash forward in this build
+      continue;
+    }
+    REQUIRE(own.backward != nullptr);
+    CHECK(own.refusal(s).empty());
+    const char* want = gpu100::build_has(gpu100::ArchNeed::kSm90a) ? "bwd_v3_flash_wgmma"
+                                                                   : "bwd_v2b_flash_mma_dq_pass";
+    CHECK(std::string(own.backward->name) == want);
+    CHECK(own.name() == std::string(own.forward->name) + "+" + want);
+  }
+  // D = 40: no flash forward takes it (v4 and v5: D = 64 and 128), so the own step is refused
+  // with the forward's one-line reason; bwd v1 is the only rung that takes D = 40.
+  const auto s40 = day05::AttentionShape{1, 2, 77, 40, false};
+  const auto own40 = day05::own_training_step(s40);
+  const std::string why = own40.refusal(s40);
+  CHECK(!why.empty());
+  CHECK(why.find('\n') == std::string::npos);
+  if (gpu100::build_has(gpu100::ArchNeed::kSm80)) {
+    REQUIRE(own40.backward != nullptr);
+    CHECK(std::string(own40.backward->name) == "bwd_v1_cublas");
+  }
+}
+
+TEST_CASE("training step: null tensors and workspaces are refused before any CUDA call", "[cpu]") {
+  const auto s = day05::AttentionShape{1, 1, 4, 64};
+  float dummy[64];
+  auto* p = reinterpret_cast<__nv_bfloat16*>(dummy);
+  for (const auto& step : {day05::own_training_step(s), day05::library_training_step()}) {
+    INFO(step.name());
+    for (int which = 0; which < 9; ++which) {
+      INFO("null " << which);
+      day05::TrainingStepTensors t;
+      t.q = t.k = t.v = t.dout = p;
+      t.o = t.dq = t.dk = t.dv = p;
+      void* fwd_ws = dummy;
+      const __nv_bfloat16** in[] = {&t.q, &t.k, &t.v, &t.dout};
+      __nv_bfloat16** out[] = {&t.o, &t.dq, &t.dk, &t.dv};
+      if (which < 4) {
+        *in[which] = nullptr;
+      } else if (which < 8) {
+        *out[which - 4] = nullptr;
+      } else {
+        fwd_ws = nullptr;
+      }
+      CHECK_THROWS_AS(step.run(s, t, fwd_ws, sizeof dummy, dummy, sizeof dummy, nullptr),
+                      std::invalid_argument);
+    }
+    day05::TrainingStepTensors t;
+    t.q = t.k = t.v = t.dout = p;
+    t.o = t.dq = t.dk = t.dv = p;
+    CHECK_THROWS_AS(step.run(day05::AttentionShape{1, 1, 0, 64}, t, dummy, sizeof dummy, dummy,
+                             sizeof dummy, nullptr),
+                    std::invalid_argument);  // S = 0
+  }
+}
+
 TEST_CASE("backward reference: tensors of the wrong size and bad shapes are refused", "[cpu]") {
   const std::vector<float> four(4, 0.5f), three(3, 0.5f);
   CHECK_THROWS_AS(

@@ -5,7 +5,8 @@
 // bf16 flash kernel for the bf16 rows; at a D that kernel does not take, D = 40, the CPU forward's,
 // rounded to bf16). Outputs and workspaces are poisoned with NaN before every launch.
 // Tolerances (README, "The backward ladder"): |got - ref| <= tol * abs_dX, tol = 5e-5 in fp32,
-// 2e-2 in bf16 (against the reference on the bf16-rounded Q, K, V and dO).
+// 2e-2 in bf16 (against the reference on the bf16-rounded Q, K, V and dO). The training step
+// (forward then backward, attention_backward.hpp), own and cuDNN's, at S = 777.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -312,6 +313,100 @@ TEST_CASE("bwd_v1 takes the heads in chunks at its S x S budget", "[gpu]") {
         REQUIRE(cmp.ok);
       }
     }
+  }
+}
+
+namespace {
+// One training step (attention_backward.hpp) on fresh inputs, outputs and workspaces poisoned with
+// NaN: O and the log-sum-exp against the forward's CPU reference, the gradients against the
+// backward's, both on the bf16-rounded inputs, with the forward's and the backward's bf16
+// tolerances.
+void check_training_step(const day05::TrainingStep& step, const day05::AttentionShape& s,
+                         uint64_t seed) {
+  INFO(step.name() << " at " << day05::shape_label(s));
+  REQUIRE(step.refusal(s).empty());
+  const size_t n = static_cast<size_t>(s.elements());
+  auto q = gpu100::random_vector<float>(n, seed);
+  auto k = gpu100::random_vector<float>(n, seed + 1);
+  auto v = gpu100::random_vector<float>(n, seed + 2);
+  auto dout = gpu100::random_vector<float>(n, seed + 3);
+  gpu100::DeviceBuffer<bf16> in_q(n), in_k(n), in_v(n), in_do(n), o(n), dq(n), dk(n), dv(n);
+  in_q.upload(gpu100::convert_from_float<bf16>(q));
+  in_k.upload(gpu100::convert_from_float<bf16>(k));
+  in_v.upload(gpu100::convert_from_float<bf16>(v));
+  in_do.upload(gpu100::convert_from_float<bf16>(dout));
+  const size_t fwd_bytes = step.forward_workspace_bytes(s),
+               bwd_bytes = step.backward_workspace_bytes(s);
+  gpu100::DeviceBuffer<char> fwd_ws(std::max<size_t>(fwd_bytes, 256)),
+      bwd_ws(std::max<size_t>(bwd_bytes, 256));
+  for (auto* b : {&o, &dq, &dk, &dv}) b->poison();
+  fwd_ws.poison(), bwd_ws.poison();
+  day05::TrainingStepTensors t;
+  t.q = in_q.data(), t.k = in_k.data(), t.v = in_v.data(), t.dout = in_do.data();
+  t.o = o.data(), t.dq = dq.data(), t.dk = dk.data(), t.dv = dv.data();
+  step.run(s, t, fwd_ws.data(), fwd_bytes, bwd_ws.data(), bwd_bytes, nullptr);
+  CUDA_CHECK(cudaPeekAtLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> lse(static_cast<size_t>(s.rows()));
+  CUDA_CHECK(
+      cudaMemcpy(lse.data(), fwd_ws.data(), lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (auto* x : {&q, &k, &v, &dout}) *x = gpu100::round_trip<bf16>(*x);
+  const auto fwd = day05::attention_cpu(s, q, k, v);
+  const double tol = day05::tolerance(day05::Precision::kBf16);
+  const auto co =
+      day05::check_output(fwd.o, fwd.abs_o, gpu100::convert_to_float(o.download()), tol);
+  const auto cl = day05::check_lse(fwd.lse, lse, tol);
+  const auto ref = day05::attention_backward_cpu(s, q, k, v, dout);
+  const double btol = day05::backward_tolerance(day05::Precision::kBf16);
+  const auto cq =
+      day05::check_output(ref.dq, ref.abs_dq, gpu100::convert_to_float(dq.download()), btol);
+  const auto ck =
+      day05::check_output(ref.dk, ref.abs_dk, gpu100::convert_to_float(dk.download()), btol);
+  const auto cv =
+      day05::check_output(ref.dv, ref.abs_dv, gpu100::convert_to_float(dv.download()), btol);
+  INFO("O: " << co.summary());
+  INFO("log-sum-exp: " << cl.summary());
+  INFO("dQ: " << cq.summary());
+  INFO("dK: " << ck.summary());
+  INFO("dV: " << cv.summary());
+  REQUIRE(co.ok);
+  REQUIRE(cl.ok);
+  REQUIRE(cq.ok);
+  REQUIRE(ck.ok);
+  REQUIRE(cv.ok);
+}
+
+// S = 777 is no multiple of any tile of the flash forwards or backwards; D = 128 causal is the
+// bench line's case, D = 64 without the mask the other tiling.
+std::vector<day05::AttentionShape> training_step_shapes() {
+  std::vector<day05::AttentionShape> kept;
+  for (const auto& sh : {shape(1, 2, 777, 128, true), shape(1, 2, 777, 64, false)}) {
+    if (!gpu100::test_sizes({sh.elements()}).empty()) kept.push_back(sh);
+  }
+  return kept;
+}
+}  // namespace
+
+TEST_CASE("the training step (own forward, then own backward) matches the CPU", "[gpu]") {
+  // The own step's forward is a bf16 flash kernel (v4 needs sm_80 code, v5 sm_90a).
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm80, "the own training step");
+  uint64_t seed = 1500;
+  for (const auto& sh : training_step_shapes()) {
+    check_training_step(day05::own_training_step(sh), sh, seed += 5);
+  }
+}
+
+TEST_CASE("the library's training step (cuDNN forward, then cuDNN backward) matches the CPU",
+          "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm80, "cuDNN's training step");
+  if (!day05::have_cudnn_sdpa()) {
+    GPU100_SKIP(
+        "built without the cuDNN frontend (scripts/setup.sh fetches it where the network allows)");
+  }
+  if (gpu100::sanitizer_run()) GPU100_SKIP("cuDNN's kernels are not ours to sanitize");
+  uint64_t seed = 1600;
+  for (const auto& sh : training_step_shapes()) {
+    check_training_step(day05::library_training_step(), sh, seed += 5);
   }
 }
 
