@@ -191,23 +191,29 @@ __device__ __forceinline__ bool octets_ok(const nhwc::Params& g, const Op& op) {
   }
 }
 
-// The epilogue of output pixel m, filters k .. k + kN - 1 (kN = 2: a register pair; 8: a group,
-// with k % 8 == 0), from their fp32 sums: bias, and for the NPQK forms residual and ReLU, then the
-// store. Every path of consume_tiles stores through here: the register epilogue (pairs, or groups
-// gathered across a quad) and the cluster reduction (groups). Pixels past M and filters past K
-// are skipped (K is even: a pair is whole or absent). octets: K % 8 == 0 and y and the residual
-// 16-byte aligned, so a group of bf16 goes out as one 16-byte store (nhwc::store8).
+// The offset of output pixel m in an fp32 NKPQ y (filter k at + k PQ): computed once per pixel by
+// store_sums' callers (dead code in the NPQK instances).
+__device__ __forceinline__ size_t nkpq_offset(const nhwc::Params& g, int m) {
+  const int n = m / g.PQ;
+  return size_t(n) * g.k * g.PQ + (m - n * g.PQ);
+}
+
+// The epilogue of output pixel m < M (at `pixel` = nkpq_offset(g, m) in an NKPQ y), filters k ..
+// k + kN - 1 (kN = 2: a register pair; 8: a group, with k % 8 == 0), from their fp32 sums: bias,
+// and for the NPQK forms residual and ReLU, then the store. Every path of consume_tiles stores
+// through here: the register epilogue (pairs, or groups gathered across a quad) and the cluster
+// reduction (groups). Filters past K are skipped (K is even: a pair is whole or absent). octets:
+// K % 8 == 0 and y and the residual 16-byte aligned, so a group of bf16 goes out as one 16-byte
+// store (nhwc::store8).
 template <class Y, bool kNpqk, int kN, class Op>
 __device__ __forceinline__ void store_sums(const nhwc::Params& g, const Op& op, bool relu, int m,
-                                           int k, float (&v)[kN], bool octets) {
+                                           size_t pixel, int k, float (&v)[kN], bool octets) {
   static_assert(kN == 2 || kN == 8, "a register pair or a group of 8 filters");
-  if (m >= g.M) return;
   if constexpr (!kNpqk) {
     static_assert(std::is_same_v<Y, float>, "the day's variants write fp32");
     // fp32 NKPQ: in the register epilogue, for one register the 8 lanes of a tq write 8
     // consecutive pixels (32 bytes) of one output plane, as v6.
-    const int n = m / g.PQ;
-    float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
+    float* yp = op.y + pixel;
 #pragma unroll
     for (int e = 0; e < kN; ++e) {
       if (k + e < g.k)
@@ -245,6 +251,7 @@ __device__ __forceinline__ void store_registers(const nhwc::Params& g, const Op&
     if (octets) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        const int m = m_base + 8 * h;
 #pragma unroll
         for (int jj = 0; jj < kBN / 32; ++jj) {
           float2 p[4];
@@ -253,8 +260,8 @@ __device__ __forceinline__ void store_registers(const nhwc::Params& g, const Op&
             p[t] = make_float2(d[4 * (4 * jj + t) + 2 * h], d[4 * (4 * jj + t) + 2 * h + 1]);
           }
           float v[8];
-          nhwc::gather_octet(p, tq, v);
-          store_sums<Y, kNpqk, 8>(g, op, relu, m_base + 8 * h, k0 + 32 * jj + 8 * tq, v, true);
+          nhwc::gather_octet(p, tq, v);  // every lane, before the pixel test
+          if (m < g.M) store_sums<Y, kNpqk, 8>(g, op, relu, m, 0, k0 + 32 * jj + 8 * tq, v, true);
         }
       }
       return;
@@ -262,10 +269,13 @@ __device__ __forceinline__ void store_registers(const nhwc::Params& g, const Op&
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    const int m = m_base + 8 * h;
+    if (m >= g.M) continue;
+    const size_t pixel = nkpq_offset(g, m);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
       float v[2] = {d[4 * j + 2 * h], d[4 * j + 2 * h + 1]};
-      store_sums<Y, kNpqk, 2>(g, op, relu, m_base + 8 * h, k0 + 8 * j + 2 * tq, v, false);
+      store_sums<Y, kNpqk, 2>(g, op, relu, m, pixel, k0 + 8 * j + 2 * tq, v, false);
     }
   }
 }
@@ -394,7 +404,8 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
       }
       // Every CTA's parked tile, written, before any CTA reads one (release / acquire at
       // cluster scope). The producer warp has exited, which the cluster barrier allows for (it
-      // waits for the non-exited threads).
+      // waits for the non-exited threads). barrier.cluster is .aligned: every warp converged.
+      __syncwarp();
       cluster_sync();
       // CTA `split` finishes rows [split rows, (split + 1) rows) of the tile. Thread -> data:
       // item i (tid, tid + 256, ...) is row split rows + i / (kBN / 8), filters 8 (i % (kBN / 8))
@@ -434,9 +445,14 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
             }
           }
         }
-        store_sums<Y, kNpqk, 8>(g, op, relu, m0 + row, k0 + 8 * o, v, octets_ok<Y, kNpqk>(g, op));
+        const int m = m0 + row;
+        if (m < g.M) {
+          store_sums<Y, kNpqk, 8>(g, op, relu, m, nkpq_offset(g, m), k0 + 8 * o, v,
+                                  octets_ok<Y, kNpqk>(g, op));
+        }
       }
       // No CTA exits (and frees its shared memory) while another may still read it.
+      __syncwarp();
       cluster_sync();
     } else {
       store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * wg + 16 * w4 + gq, k0, tq, d,
