@@ -58,12 +58,16 @@ namespace detail {
 // Y = float: the day's variant, fp32 NKPQ out (+ bias). Y = bf16: conv.hpp's fused layer form,
 // bf16 NPQK out with bias, residual and ReLU.
 template <class Y>
-void conv2d_v10_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
+void conv2d_v10_group(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream,
+                      SplitKMode split) {
   constexpr bool kNpqk = std::is_same_v<Y, bf16>;
   wgmma_conv::check_launch(kName, v10_refusal(s, false), s, grp, kNpqk, "TMA copies");
-  tma_im2col::launch_for_k<bf16, Y, kNpqk>(kName, s, grp, stream);
+  tma_im2col::launch_for_k<bf16, Y, kNpqk>(kName, s, grp, stream, split);
 }
-template void conv2d_v10_group(const ConvShape&, const ConvGroup<bf16, bf16>&, cudaStream_t);
+template void conv2d_v10_group(const ConvShape&, const ConvGroup<bf16, bf16>&, cudaStream_t,
+                               SplitKMode);
+template void conv2d_v10_group(const ConvShape&, const ConvGroup<bf16, float>&, cudaStream_t,
+                               SplitKMode);
 }  // namespace detail
 
 void conv2d_v10_tma_im2col_wgmma_bf16_nhwc(const ConvShape& s, const bf16* x, const bf16* w,

@@ -44,9 +44,10 @@ constexpr const char* kName = "v11_tma_im2col_wgmma_tf32_nhwc";
 // kNpqk false: the day's variant, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer form, fp32
 // NPQK out with bias, residual and ReLU.
 template <bool kNpqk>
-void v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
+void v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream,
+               SplitKMode split = kDefaultSplitK) {
   wgmma_conv::check_launch(kName, v11_refusal(s, false), s, grp, kNpqk, "TMA copies");
-  tma_im2col::launch_for_k<float, float, kNpqk>(kName, s, grp, stream);
+  tma_im2col::launch_for_k<float, float, kNpqk>(kName, s, grp, stream, split);
 }
 }  // namespace
 
@@ -55,8 +56,9 @@ std::string v11_refusal(const ConvShape& s, bool /*bias*/) {
 }
 
 namespace detail {
-void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
-  v11_group<true>(s, grp, stream);
+void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream,
+                      SplitKMode split) {
+  v11_group<true>(s, grp, stream, split);
 }
 }  // namespace detail
 

@@ -155,6 +155,22 @@ std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 // cudnn_tf32, kBf16: cudnn_bf16_nhwc); "" before the first call.
 std::string cudnn_choice(const ConvShape& s, ConvPrecision p);
 
+// How v10's and v11's launcher (tma_im2col_conv.cuh) splits GEMM_K for a layer whose output tiles
+// fill at most half the GPU (a small batch, a deep layer): kWorkspace, the slab ranges are work
+// units of the persistent blocks, their partial sums go through a global workspace and the
+// tile's last block adds them alone; kCluster, a tile's ranges run in one thread-block cluster
+// and its CTAs add the sums in parallel through distributed shared memory (kBN <= 128 tiles; a
+// layer the cluster rule does not split falls back to kWorkspace's rule). kDefaultSplitK is what
+// the variants and conv.hpp's fused forms use: kCluster, or kWorkspace in a build configured with
+// -DGPU100_DAY08_SPLITK=workspace (defines GPU100_DAY08_SPLITK_WORKSPACE), for A/B runs of
+// networks; the tests call the group launchers below both ways.
+enum class SplitKMode { kWorkspace, kCluster };
+#if defined(GPU100_DAY08_SPLITK_WORKSPACE) && GPU100_DAY08_SPLITK_WORKSPACE
+constexpr SplitKMode kDefaultSplitK = SplitKMode::kWorkspace;
+#else
+constexpr SplitKMode kDefaultSplitK = SplitKMode::kCluster;
+#endif
+
 namespace detail {
 // The group launchers behind the variants and conv.hpp's fused form (conv2d_fused checks the
 // arguments; v6's and v9's check their own refusals and alignment).
@@ -170,12 +186,13 @@ void conv2d_v9_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);
 template <class Y>
 void conv2d_v10_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
-                      cudaStream_t stream);
+                      cudaStream_t stream, SplitKMode split = kDefaultSplitK);
 template <class Y>
 void conv2d_v12_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                       cudaStream_t stream);
 // v11's kernel in conv.hpp's fused form: fp32 NHWC x, KRSC w, fp32 NPQK y and residual.
-void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream,
+                      SplitKMode split = kDefaultSplitK);
 }  // namespace detail
 
 using Conv2dF32NhwcFn = void (*)(const ConvShape& s, const float* x, const float* w,

@@ -67,7 +67,7 @@ struct RscPos {
 // channels k and k + 1 (K is even, so both exist when k < K): bias, residual and ReLU in fp32,
 // then one store of the pair (and one residual load): 4 bytes of bf16x2 (a quad's 4 lanes cover 16
 // contiguous bytes), or 8 bytes of float2 rounded to TF32 for fp32 outputs (v11's fused form; 32
-// bytes a quad). v9 and v10 store bf16 with store_octet below where K % 8 == 0.
+// bytes a quad). v9 and v10 store bf16 with gather_octet and store8 below where K % 8 == 0.
 template <class Op>
 __device__ __forceinline__ void store_pair(const Op& op, bool relu, int64_t m, int k, int num_k,
                                            float v0, float v1) {
@@ -104,8 +104,7 @@ __device__ __forceinline__ void store_pair(const Op& op, bool relu, int64_t m, i
 // quad gives lane tq all 8 filters of group tq (from lane u the pair 2 u, 2 u + 1), which it
 // finishes (bias, residual, ReLU in fp32) and stores as one 16-byte piece: the quad writes 64
 // contiguous bytes of the pixel's row, and reads its residual so, instead of 4 x 16 bytes
-// scattered over 4 groups. k: the first filter of this lane's group; every lane of the warp calls
-// it (the exchange is a shuffle); `store` false (a pixel past M, a group past K) stores nothing.
+// scattered over 4 groups (gather_octet, then store8; implicit_gemm_wgmma.cuh's store_sums).
 // Measured against store_pair in the network's bf16 forward at N = 32 (H100, one session,
 // results/h100/profiles.txt): 2.88 to 2.57 ms, every v10 layer 11-25% faster (l2 0.653 to 0.580
 // ms): 4-byte pieces of 32-byte sectors made L2 move each output and residual sector twice.
@@ -140,10 +139,10 @@ __device__ __forceinline__ float2 pick4(const float2 (&p)[4], int i) {
   v = i == 2 ? p[2] : v;
   return i == 3 ? p[3] : v;
 }
-template <class Op>
-__device__ __forceinline__ void store_octet(const Op& op, bool relu, bool store, int64_t m, int k,
-                                            int num_k, const float2 (&p)[4], int tq) {
-  float v[8];
+// The quad's exchange: lane tq receives, in v, the 8 filters of its group tq (v[2 u], v[2 u + 1]
+// from lane u). Every lane of the warp calls it (shuffles); the caller finishes and stores v
+// (bias, then store8).
+__device__ __forceinline__ void gather_octet(const float2 (&p)[4], int tq, float (&v)[8]) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     // Send lane tq ^ r the pair of its group; receive from it the pair of mine, its filters
@@ -159,12 +158,6 @@ __device__ __forceinline__ void store_octet(const Op& op, bool relu, bool store,
       if (u == (tq ^ r)) v[2 * u] = got.x, v[2 * u + 1] = got.y;
     }
   }
-  if (!store) return;
-  if (op.bias != nullptr) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] += op.bias[k + e];
-  }
-  store8(op, relu, size_t(m) * num_k + k, v);
 }
 
 // The launchers' alignment rule: every x and w of the group 16-byte aligned (the 16-byte

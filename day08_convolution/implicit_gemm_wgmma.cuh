@@ -125,11 +125,23 @@ __device__ __forceinline__ void wgmma_kstep(float (&d)[kBN / 2], uint64_t desc_a
 }
 
 // Split-K, for layers with too few output tiles to fill the GPU (a small batch, a deep layer):
-// each tile's num_slabs slabs are cut into `splits` ranges, one work unit each, and the units
-// (tile-major) are what the persistent blocks loop over. A unit parks its fp32 sums in `partial`
-// ([group][tile][split][kBN / 2][256 consumer threads], each thread its own registers); the unit
-// that brings a tile's last sum (counted in `counters`, [group][tile], zero between launches) adds
-// them in split order and runs the epilogue. splits = 1: no workspace, the plain loop.
+// each tile's num_slabs slabs are cut into `splits` ranges, and the partial sums of a tile's
+// ranges are added before its epilogue. Two ways, each its own kernel instance (SplitPath):
+//  - kWorkspace: the ranges are work units (tile-major) that the persistent blocks loop over. A
+//    unit parks its fp32 sums in `partial` ([group][tile][split][kBN / 2][256 consumer threads],
+//    each thread its own registers); the unit that brings a tile's last sum (counted in
+//    `counters`, [group][tile], zero between launches) adds them in split order and runs the
+//    epilogue: one block reads every range's 64 KB (at kBN = 128) and adds them alone.
+//  - kCluster: the `splits` ranges of a tile run in the `splits` CTAs of one thread-block cluster
+//    (CTA rank = range), one tile per cluster, no persistent loop. Each CTA parks its sums in its
+//    own shared memory (ParkedTile), and after a cluster barrier CTA r adds rows
+//    [r 128 / splits, (r + 1) 128 / splits) of the tile from all the CTAs' shared memory
+//    (distributed shared memory), in rank order, and runs the epilogue for those rows: the
+//    reduction is spread over the cluster instead of one block, and no partial sum goes through
+//    L2. `partial` and `counters` are unused.
+// splits = 1 (kNone): no split, the plain loop.
+enum class SplitPath { kNone, kWorkspace, kCluster };
+constexpr int kMaxClusterSplits = 8;  // the largest portable cluster
 struct SplitK {
   int splits = 1;
   float* partial = nullptr;
@@ -142,6 +154,149 @@ __host__ __device__ inline SlabRange split_slabs(int num_slabs, int splits, int 
   return {num_slabs * split / splits, num_slabs * (split + 1) / splits};
 }
 
+// A cluster split's parked tile (kCluster): the 128 x kBN fp32 sums of one CTA's slab range, in
+// its stage memory (free once its last slab is consumed; see consume_tiles). Two planes, one per
+// half of each 8-filter group: plane p (0 or 1) holds filters 8 o + 4 p .. 8 o + 4 p + 3 of every
+// group o, so filter f of row r is float
+//   (f % 8) / 4 * kPlane + r * kRow + 4 (f / 8) + f % 4,
+// with kRow = kBN / 2 + 4 and kPlane = 128 kRow + 16 (68 KB at kBN = 128, of the 128 KB of stages).
+// Why: the reduction gives each thread 8 consecutive filters of one pixel (one 16-byte bf16
+// store, nhwc::store8) and reads them as two 16-byte loads, one per plane; the 8 threads of a
+// quarter warp take 8 consecutive groups of one row, so each load instruction reads 128
+// contiguous bytes of a plane (all 32 banks once). The writes come from the wgmma layout (lane
+// (gq, tq): rows gq and gq + 8, filters 8 j + 2 tq + {0, 1}): one 8-byte store per register
+// pair, plane tq / 2; in a half warp (gq 0..3) the rows add 4 gq banks (kRow % 32 = 4: the 4
+// padding floats), tq % 2 and the pair's two floats 0..3, the plane 16 (kPlane % 32 = 16): the
+// 32 banks once, no conflict.
+template <class C>
+struct ParkedTile {
+  static constexpr int kRow = C::kBN / 2 + 4, kPlane = C::kBM * kRow + 16;
+  static constexpr size_t kBytes = size_t(2) * kPlane * sizeof(float);
+  static_assert(kRow % 32 == 4 && kPlane % 32 == 16, "the bank arithmetic above");
+  static_assert(kBytes <= size_t(C::kStages) * C::kStageBytes, "fits in the stages");
+  __device__ static int index(int row, int f) {
+    return (f % 8) / 4 * kPlane + row * kRow + 4 * (f / 8) + f % 4;
+  }
+};
+
+// Whether the bf16 NPQK epilogue may store 16 bytes a lane: K % 8 == 0 and y and the residual
+// 16-byte aligned (uniform across the grid).
+template <class Y, bool kNpqk, class Op>
+__device__ __forceinline__ bool octets_ok(const nhwc::Params& g, const Op& op) {
+  if constexpr (kNpqk && std::is_same_v<Y, bf16>) {
+    return g.k % 8 == 0 && gpu100::aligned16(op.y) &&
+           (op.residual == nullptr || gpu100::aligned16(op.residual));
+  } else {
+    return false;
+  }
+}
+
+// The offset of output pixel m in an fp32 NKPQ y (filter k at + k PQ): computed once per pixel by
+// store_sums' callers (dead code in the NPQK instances).
+__device__ __forceinline__ size_t nkpq_offset(const nhwc::Params& g, int m) {
+  const int n = m / g.PQ;
+  return size_t(n) * g.k * g.PQ + (m - n * g.PQ);
+}
+
+// The epilogue of output pixel m < M (at `pixel` = nkpq_offset(g, m) in an NKPQ y), filters k ..
+// k + kN - 1 (kN = 2: a register pair; 8: a group, with k % 8 == 0), from their fp32 sums: bias,
+// and for the NPQK forms residual and ReLU, then the store. Every path of consume_tiles stores
+// through here: the register epilogue (pairs, or groups gathered across a quad) and the cluster
+// reduction (groups). Filters past K are skipped (K is even: a pair is whole or absent). octets:
+// K % 8 == 0 and y and the residual 16-byte aligned, so a group of bf16 goes out as one 16-byte
+// store (nhwc::store8).
+template <class Y, bool kNpqk, int kN, class Op>
+__device__ __forceinline__ void store_sums(const nhwc::Params& g, const Op& op, bool relu, int m,
+                                           size_t pixel, int k, float (&v)[kN], bool octets) {
+  static_assert(kN == 2 || kN == 8, "a register pair or a group of 8 filters");
+  if constexpr (!kNpqk) {
+    static_assert(std::is_same_v<Y, float>, "the day's variants write fp32");
+    // fp32 NKPQ: in the register epilogue, for one register the 8 lanes of a tq write 8
+    // consecutive pixels (32 bytes) of one output plane, as v6.
+    float* yp = op.y + pixel;
+#pragma unroll
+    for (int e = 0; e < kN; ++e) {
+      if (k + e < g.k)
+        yp[size_t(k + e) * g.PQ] = v[e] + (op.bias != nullptr ? op.bias[k + e] : 0.f);
+    }
+  } else {
+    if constexpr (kN == 8 && std::is_same_v<Y, bf16>) {
+      if (octets) {
+        if (k >= g.k) return;
+        if (op.bias != nullptr) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] += op.bias[k + e];
+        }
+        nhwc::store8(op, relu, size_t(m) * g.k + k, v);
+        return;
+      }
+    }
+    // NPQK: the two filters of a pair are adjacent channels of one pixel.
+#pragma unroll
+    for (int e = 0; e < kN; e += 2) {
+      if (k + e < g.k) nhwc::store_pair(op, relu, m, k + e, g.k, v[e], v[e + 1]);
+    }
+  }
+}
+
+// The register epilogue: this thread's accumulators d[4 j + 2 h + e] (the m64nN layout) are pixel
+// m_base + 8 h (m_base = m0 + 64 wg + 16 w4 + gq), filter k0 + 8 j + 2 tq + e. Stored through
+// store_sums as groups of 8 gathered across the quad where `octets` (bf16 NPQK), else as pairs.
+// Every lane of the warp calls it (the exchange is a shuffle).
+template <class Y, bool kNpqk, int kBN, class Op>
+__device__ __forceinline__ void store_registers(const nhwc::Params& g, const Op& op, bool relu,
+                                                int m_base, int k0, int tq,
+                                                const float (&d)[kBN / 2], bool octets) {
+  if constexpr (kNpqk && std::is_same_v<Y, bf16>) {
+    if (octets) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m_base + 8 * h;
+#pragma unroll
+        for (int jj = 0; jj < kBN / 32; ++jj) {
+          float2 p[4];
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            p[t] = make_float2(d[4 * (4 * jj + t) + 2 * h], d[4 * (4 * jj + t) + 2 * h + 1]);
+          }
+          float v[8];
+          nhwc::gather_octet(p, tq, v);  // every lane, before the pixel test
+          if (m < g.M) store_sums<Y, kNpqk, 8>(g, op, relu, m, 0, k0 + 32 * jj + 8 * tq, v, true);
+        }
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int m = m_base + 8 * h;
+    if (m >= g.M) continue;
+    const size_t pixel = nkpq_offset(g, m);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      float v[2] = {d[4 * j + 2 * h], d[4 * j + 2 * h + 1]};
+      store_sums<Y, kNpqk, 2>(g, op, relu, m, pixel, k0 + 8 * j + 2 * tq, v, false);
+    }
+  }
+}
+
+// ld.shared::cluster of 16 bytes at a distributed-shared-memory address (mapa's result).
+__device__ __forceinline__ float4 ld_cluster_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+// The address of this CTA's shared-memory address `addr` in the shared memory of cluster CTA
+// `rank`.
+__device__ __forceinline__ uint32_t map_cluster(uint32_t addr, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+
 // The consumer warpgroups (threads 0 .. 255): for each of the block's work units (a tile, or with
 // split-K one slab range of a tile), its slabs of 4 wgmma k-steps each, then the epilogue straight
 // from the registers while the producer fills the next unit's stages. Warpgroup wg owns pixels 64
@@ -151,8 +306,11 @@ __host__ __device__ inline SlabRange split_slabs(int num_slabs, int splits, int 
 // proxy, so a proxy fence follows each wait; A brought by TMA (v10) is already in that proxy.
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias). kNpqk true: conv.hpp's fused layer
 // forms, NPQK out (bf16, or fp32 for v11) with bias, residual and ReLU; bf16 16 bytes a lane
-// (nhwc::store_octet) where K % 8 == 0 and y and the residual are 16-byte aligned.
-template <class C, class Y, bool kAFromGenericProxy, bool kNpqk, bool kSplitK = false>
+// (nhwc::gather_octet, nhwc::store8) where K % 8 == 0 and y and the residual are 16-byte aligned.
+// kSplit: SplitK's paths; kCluster needs a grid of exactly tiles x splits blocks in clusters of
+// `splits` (one unit per block) and every consumer thread to reach its cluster barriers.
+template <class C, class Y, bool kAFromGenericProxy, bool kNpqk,
+          SplitPath kSplit = SplitPath::kNone>
 __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
                                               const ConvOperands<typename C::T, Y>& op, bool relu,
                                               int tiles_m, int tiles_n, int num_slabs,
@@ -166,9 +324,9 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.empty[st]);
   };
-  // Without split-K (kSplitK false, a compile-time 1) a unit is a tile and its range every slab:
-  // the compiler drops the divisions and the branch below.
-  const int splits = kSplitK ? sk.splits : 1;
+  // Without split-K (kNone, a compile-time 1) a unit is a tile and its range every slab: the
+  // compiler drops the divisions and the branches below.
+  const int splits = kSplit != SplitPath::kNone ? sk.splits : 1;
   const int tiles = tiles_m * tiles_n;
   int it = 0;
   for (int unit = blockIdx.x; unit < tiles * splits; unit += gridDim.x) {
@@ -199,7 +357,7 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     wait<0>();                    // the tile's last multiplies
     release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
 
-    if constexpr (kSplitK) {
+    if constexpr (kSplit == SplitPath::kWorkspace) {
       __shared__ int last_split;  // whether this block brought the tile's last partial sum
       // ---- split-K: park this slab range's sums; the block that brings the tile's last one
       // adds all of them, in split order (the same bits whichever block is last), and stores.
@@ -223,58 +381,82 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
       if (tid == 0) sk.counters[tile_id] = 0;  // ready for the next launch
     }
 
-    // ---- epilogue: d[4 j + 2 h + e] is pixel m0 + 64 wg + 16 w4 + gq + 8 h, filter
-    // k0 + 8 j + 2 tq + e ----
-    if constexpr (kNpqk && std::is_same_v<Y, bf16>) {
-      // 16 bytes a lane where K % 8 == 0 and y and the residual are 16-byte aligned (uniform).
-      const bool octets = g.k % 8 == 0 && gpu100::aligned16(op.y) &&
-                          (op.residual == nullptr || gpu100::aligned16(op.residual));
-      if (octets) {
+    if constexpr (kSplit == SplitPath::kCluster) {
+      // ---- cluster split-K: this CTA is cluster rank `split` (the launcher's clusters are
+      // `splits` consecutive blocks along x, one tile each). The stages are free: every slab of
+      // this unit was waited for on `full` by every consumer thread (all TMA writes have landed),
+      // and the producer brings nothing more (one unit per block). Both warpgroups' last wgmma
+      // reads of them must be done (each waited for its own, wait<0> above): a consumer barrier.
+      using Parked = ParkedTile<C>;
+      float* parked = reinterpret_cast<float*>(sm.base);
+      asm volatile("bar.sync 1, 256;\n" ::: "memory");  // the consumers only (not the producer)
+      // The stages were last written by the TMA and read by wgmma (the async proxy); the parked
+      // tile is written by st.shared (the generic proxy) and read back through the cluster.
+      fence_proxy_async_smem();
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
-#pragma unroll
-          for (int jj = 0; jj < kBN / 32; ++jj) {
-            float2 p[4];
-#pragma unroll
-            for (int t = 0; t < 4; ++t) {
-              p[t] = make_float2(d[4 * (4 * jj + t) + 2 * h], d[4 * (4 * jj + t) + 2 * h + 1]);
-            }
-            const int k = k0 + 32 * jj + 8 * tq;
-            nhwc::store_octet(op, relu, m < g.M && k < g.k, m, k, g.k, p, tq);
-          }
-        }
-        continue;
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
-      if (m >= g.M) continue;
-      if constexpr (!kNpqk) {
-        static_assert(std::is_same_v<Y, float>, "the day's variants write fp32");
-        // fp32 NKPQ: for one register the 8 lanes of a tq write 8 consecutive pixels (32 bytes)
-        // of one output plane, as v6.
-        const int n = m / g.PQ;
-        float* yp = op.y + size_t(n) * g.k * g.PQ + (m - n * g.PQ);
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int k = k0 + 8 * j + 2 * tq + e;
-            if (k < g.k) {
-              yp[size_t(k) * g.PQ] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
-            }
-          }
-      } else {
-        // NPQK: the two filters of a register pair are adjacent channels of one pixel.
+      for (int h = 0; h < 2; ++h) {
+        const int row = 64 * wg + 16 * w4 + gq + 8 * h;
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j) {
-          const int k = k0 + 8 * j + 2 * tq;
-          if (k >= g.k) continue;  // K is even (the launcher checks): k + 1 < K too
-          nhwc::store_pair(op, relu, m, k, g.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+          *reinterpret_cast<float2*>(parked + Parked::index(row, 8 * j + 2 * tq)) =
+              make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
         }
       }
+      // Every CTA's parked tile, written, before any CTA reads one (release / acquire at
+      // cluster scope). The producer warp has exited, which the cluster barrier allows for (it
+      // waits for the non-exited threads). barrier.cluster is .aligned: every warp converged.
+      __syncwarp();
+      cluster_sync();
+      // CTA `split` finishes rows [split rows, (split + 1) rows) of the tile. Thread -> data:
+      // item i (tid, tid + 256, ...) is row split rows + i / (kBN / 8), filters 8 (i % (kBN / 8))
+      // .. + 7: consecutive threads take consecutive 8-filter groups of a row (ParkedTile's
+      // reads; the epilogue's 16-byte stores of a warp cover 2 (kBN = 128) or 4 (kBN = 64) whole
+      // rows of the tile, 256 contiguous bytes of y each at kBN = 128).
+      const int rows = kBM / sk.splits, groups_per_row = kBN / 8;
+      const uint32_t parked_addr = smem_addr(parked);
+      for (int i = tid; i < rows * groups_per_row; i += 256) {
+        const int row = split * rows + i / groups_per_row, o = i % groups_per_row;
+        const uint32_t lo = parked_addr + 4u * uint32_t(Parked::index(row, 8 * o));
+        const uint32_t hi = lo + 4u * Parked::kPlane;
+        // The ranks' loads 4 at a time (8 loads in flight; all 8 ranks' would spill the
+        // 64-filter instance's registers under its 2-blocks-per-SM bound), each batch summed in
+        // rank order: the same bits every run, in the workspace path's order.
+        constexpr int kBatch = 4;
+        float v[8];
+#pragma unroll
+        for (int r0 = 0; r0 < kMaxClusterSplits; r0 += kBatch) {
+          if (r0 >= sk.splits) break;
+          float4 a[kBatch], b[kBatch];
+#pragma unroll
+          for (int q = 0; q < kBatch; ++q) {
+            if (r0 + q < sk.splits) {
+              a[q] = ld_cluster_f4(map_cluster(lo, uint32_t(r0 + q)));
+              b[q] = ld_cluster_f4(map_cluster(hi, uint32_t(r0 + q)));
+            }
+          }
+#pragma unroll
+          for (int q = 0; q < kBatch; ++q) {
+            if (r0 + q == 0) {
+              v[0] = a[0].x, v[1] = a[0].y, v[2] = a[0].z, v[3] = a[0].w;
+              v[4] = b[0].x, v[5] = b[0].y, v[6] = b[0].z, v[7] = b[0].w;
+            } else if (r0 + q < sk.splits) {
+              v[0] += a[q].x, v[1] += a[q].y, v[2] += a[q].z, v[3] += a[q].w;
+              v[4] += b[q].x, v[5] += b[q].y, v[6] += b[q].z, v[7] += b[q].w;
+            }
+          }
+        }
+        const int m = m0 + row;
+        if (m < g.M) {
+          store_sums<Y, kNpqk, 8>(g, op, relu, m, nkpq_offset(g, m), k0 + 8 * o, v,
+                                  octets_ok<Y, kNpqk>(g, op));
+        }
+      }
+      // No CTA exits (and frees its shared memory) while another may still read it.
+      __syncwarp();
+      cluster_sync();
+    } else {
+      store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * wg + 16 * w4 + gq, k0, tq, d,
+                                     octets_ok<Y, kNpqk>(g, op));
     }
   }
 }

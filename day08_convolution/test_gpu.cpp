@@ -10,6 +10,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/catch.hpp"
@@ -675,6 +676,138 @@ TEST_CASE("v10 and v11 with 256-filter tiles: K a multiple of 256 over many pixe
   check_v10_v11({make(3, 24, 57, 57, 256, 3, 3, 1, 1), make(2, 40, 61, 71, 512, 3, 3, 1, 1),
                  make(4, 16, 97, 93, 256, 3, 3, 2, 0)},
                 1900, false);
+}
+
+namespace {
+
+// The fused layer form (y = relu(conv + bias + residual), NPQK) of v10 (bf16) and v11 (TF32)
+// through their group launchers, in the given split-K mode, against the CPU: on the bf16-rounded
+// inputs for v10. Residual + ReLU on every other shape (bias only on the rest); a group of two
+// convolutions (their own x, w and y, one per blockIdx.z) on the shapes where `group2`; a
+// second call must give the same bits (the sums are added in a fixed order).
+template <class T>
+void check_fused_split(const day08::ConvShape& s, uint64_t seed, bool residual_relu, bool group2,
+                       day08::SplitKMode mode) {
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  const auto& v =
+      variant(kBf16 ? "v10_tma_im2col_wgmma_bf16_nhwc" : "v11_tma_im2col_wgmma_tf32_nhwc");
+  const size_t x_size = size_t(s.n) * s.c * s.h * s.w, w_size = size_t(s.k) * s.c * s.r * s.s;
+  const size_t y_size = size_t(s.n) * s.k * s.p() * s.q();
+  const int count = group2 ? 2 : 1;
+  const auto bias = gpu100::random_vector<float>(size_t(s.k), seed + 2);
+  gpu100::DeviceBuffer<float> d_b(bias.size());
+  d_b.upload(bias);
+  std::vector<std::vector<float>> x(2), w(2), res(2);  // NCHW, KCRS (rounded for bf16); res NPQK
+  std::vector<gpu100::DeviceBuffer<T>> d_x, d_w, d_r, d_y;
+  d_x.reserve(2), d_w.reserve(2), d_r.reserve(2), d_y.reserve(2);
+  day08::ConvGroup<T> grp;
+  grp.count = count;
+  grp.relu = residual_relu;
+  for (int i = 0; i < count; ++i) {
+    x[i] = gpu100::random_vector<float>(x_size, seed + 10 * i + 3);
+    w[i] = gpu100::random_vector<float>(w_size, seed + 10 * i + 4);
+    res[i] = gpu100::random_vector<float>(y_size, seed + 10 * i + 5);
+    d_x.emplace_back(x_size);
+    d_w.emplace_back(w_size);
+    d_r.emplace_back(y_size);
+    d_y.emplace_back(y_size);
+    if constexpr (kBf16) {
+      d_x[i].upload(day08::to_nhwc_bf16(s, x[i]));
+      d_w[i].upload(day08::to_krsc_bf16(s, w[i]));
+      x[i] = gpu100::round_trip<__nv_bfloat16>(x[i]);
+      w[i] = gpu100::round_trip<__nv_bfloat16>(w[i]);
+      res[i] = gpu100::round_trip<__nv_bfloat16>(res[i]);
+      d_r[i].upload(gpu100::convert_from_float<__nv_bfloat16>(res[i]));
+    } else {
+      d_x[i].upload(day08::to_nhwc_f32(s, x[i]));
+      d_w[i].upload(day08::to_krsc_f32(s, w[i]));
+      d_r[i].upload(res[i]);
+    }
+    grp.op[i] = {d_x[i].data(), d_w[i].data(), d_b.data(), residual_relu ? d_r[i].data() : nullptr,
+                 d_y[i].data()};
+  }
+  const auto run = [&] {
+    std::vector<std::vector<float>> y(count);
+    for (int i = 0; i < count; ++i) d_y[i].poison();
+    if constexpr (kBf16) {
+      day08::detail::conv2d_v10_group(s, grp, nullptr, mode);
+    } else {
+      day08::detail::conv2d_v11_group(s, grp, nullptr, mode);
+    }
+    sync_check();
+    for (int i = 0; i < count; ++i) y[i] = day08::npqk_to_nkpq(s, d_y[i].download());
+    return y;
+  };
+  const auto first = run(), again = run();
+  const int pq = s.p() * s.q();
+  const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
+  for (int i = 0; i < count; ++i) {
+    std::vector<double> ref(y_size);
+    day08::conv2d_cpu(s, x[i].data(), w[i].data(), bias.data(), ref.data());
+    for (size_t o = 0; o < y_size; ++o) {  // o: NKPQ; the residual is NPQK
+      const size_t n = o / (size_t(s.k) * pq), k = o / pq % s.k, p = o % pq;
+      if (residual_relu) ref[o] = std::max(0.0, ref[o] + res[i][(n * pq + p) * s.k + k]);
+    }
+    INFO(v.name << (mode == day08::SplitKMode::kCluster ? " cluster" : " workspace")
+                << " split-K, conv " << i << " of " << count << " at " << day08::to_string(s)
+                << (residual_relu ? " +residual +relu" : " +bias"));
+    const auto cmp = gpu100::compare(ref, first[i], tol.abs_tol, tol.rel_tol);
+    INFO(cmp.summary());
+    REQUIRE(cmp.ok);
+    REQUIRE(gpu100::compare_exact(first[i], again[i]).ok);
+  }
+}
+
+// Small-batch shapes that v10's and v11's launcher splits (the tiles fill at most half the GPU),
+// as the network's layers at N = 1: odd H and W, C = 128, 256 and 512, K = 64, 128, 130, 256 and
+// 512, 3x3 at stride 1 and 2, 1x1 at stride 2, 3x1. On an H100 or H200 the cluster rule
+// (tma_im2col_conv.cuh) takes, in bf16, clusters of 8 (36 or 72 slabs), 4 (18 or 24 slabs:
+// C = 128 3x3, C = 512 3x1) and 2 (8 slabs: C = 512 1x1; the workspace rule leaves that one
+// whole); TF32 has twice the slabs, so 8 and 4. 128- and 64-filter tiles; K = 130 through the pairs
+// epilogue (K % 8 != 0). Both modes, on the same shapes.
+std::vector<day08::ConvShape> small_batch_split_shapes() {
+  return {make(1, 256, 15, 15, 256, 3, 3, 1, 1), make(1, 512, 7, 7, 512, 3, 3, 1, 1),
+          make(1, 256, 29, 27, 512, 3, 3, 2, 1), make(1, 512, 9, 11, 128, 1, 1, 2, 0),
+          make(1, 256, 9, 11, 130, 3, 3, 2, 1),  make(1, 256, 13, 11, 64, 3, 3, 1, 1),
+          make(1, 128, 27, 29, 128, 3, 3, 1, 1), make(1, 512, 7, 9, 256, 3, 1, 1, 1)};
+}
+
+void check_split_mode(day08::SplitKMode mode, uint64_t seed) {
+  const auto shapes = small_batch_split_shapes();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    check_fused_split<__nv_bfloat16>(shapes[i], seed += 20, i % 2 == 0, i % 3 == 1, mode);
+    check_fused_split<float>(shapes[i], seed += 20, i % 2 == 1, i % 3 == 2, mode);
+  }
+  // The day's variant form (fp32 NKPQ out + bias) of v10 at two of the shapes.
+  for (const auto& s : {shapes[1], shapes[4]}) {
+    Bf16Data data(s, seed += 20);
+    day08::ConvGroup<__nv_bfloat16, float> grp;
+    grp.op[0] = {data.d_x.data(), data.d_w.data(), data.d_b.data(), nullptr, data.d_y.data()};
+    data.d_y.poison();
+    day08::detail::conv2d_v10_group(s, grp, nullptr, mode);
+    sync_check();
+    const auto& v = variant("v10_tma_im2col_wgmma_bf16_nhwc");
+    const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
+    INFO("v10 NKPQ at " << day08::to_string(s));
+    const auto cmp =
+        gpu100::compare(data.reference(s, true), data.d_y.download(), tol.abs_tol, tol.rel_tol);
+    INFO(cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("v10 and v11 cluster split-K: small-batch layers match the CPU, bit for bit each call",
+          "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's split-K");
+  check_split_mode(day08::SplitKMode::kCluster, 2000);
+}
+
+TEST_CASE("v10 and v11 workspace split-K: the same layers match the CPU, bit for bit each call",
+          "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's split-K");
+  check_split_mode(day08::SplitKMode::kWorkspace, 2000);
 }
 
 TEST_CASE("v11 rejects C not a multiple of 4, a stride over 8 and unaligned x or w", "[gpu]") {

@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -38,9 +39,9 @@ struct Maps {
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer forms, NPQK
 // out (bf16 for v10, fp32 for v11) with bias, residual and ReLU. blockIdx.z picks the convolution
 // of the group (and its maps); blockIdx.x the first of the output tiles the block loops over.
-// kSplitK: the work units are slab ranges of tiles (wgmma_conv::SplitK); false: whole tiles,
-// walked tap by tap.
-template <class C, class Y, bool kNpqk, bool kSplitK>
+// kSplit: kNone, the work units are whole tiles, walked tap by tap; kWorkspace and kCluster, slab
+// ranges of tiles (wgmma_conv::SplitK; kCluster launched in clusters, one unit per block).
+template <class C, class Y, bool kNpqk, wgmma_conv::SplitPath kSplit>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     conv2d_tma_im2col_kernel(nhwc::Params g, const ConvGroup<typename C::T, Y> grp, int tiles_m,
                              int tiles_n, int c_blocks, const wgmma_conv::SplitK sk,
@@ -60,6 +61,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     if (threadIdx.x != 128 * C::kConsumerWGs) return;
     const CUtensorMap* map_x = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
     const CUtensorMap* map_w = blockIdx.z == 0 ? &maps.w0 : &maps.w1;
+    constexpr bool kSplitK = kSplit != wgmma_conv::SplitPath::kNone;
     const int tiles = tiles_m * tiles_n, splits = kSplitK ? sk.splits : 1;
     int it = 0;  // slab `it` uses stage it % kStages, in phase it / kStages of its barriers
     // The copies of this block's next slab: tap (r, s), channel block cb of the tile at output
@@ -77,7 +79,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       tma_load_2d(sm.b(st), map_w, (r * g.s + s) * g.c + kBK * cb, k0, &sm.full[st]);
       ++it;
     };
-    // The same work units as the consumers: a tile, or one slab range of it (split-K).
+    // The same work units as the consumers: a tile, or one slab range of it (split-K). kCluster:
+    // one unit, so nothing is copied into the stages after its last slab (the consumers park
+    // their sums there).
     for (int unit = blockIdx.x; unit < tiles * splits; unit += gridDim.x) {
       const int tile = unit / splits;
       const int m_tile = tile / tiles_n;
@@ -106,8 +110,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A and B both came by TMA ----
   const ConvOperands<typename C::T, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
-  wgmma_conv::consume_tiles<C, Y, false, kNpqk, kSplitK>(g, op, grp.relu, tiles_m, tiles_n,
-                                                         num_slabs, sm, sk);
+  wgmma_conv::consume_tiles<C, Y, false, kNpqk, kSplit>(g, op, grp.relu, tiles_m, tiles_n,
+                                                        num_slabs, sm, sk);
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)c_blocks, (void)sk, (void)maps;
@@ -122,15 +126,54 @@ CUtensorMap im2col_map(const ConvShape& s, const T* x, int pixels, int channels)
       s.pad - (s.s - 1) * s.dilation, s.stride, s.stride, pixels, channels);
 }
 
+// A launch of C's kernel on `grid` in clusters of `size` blocks along x; `attr` holds the cluster
+// dimension the configuration points at.
+template <class C>
+cudaLaunchConfig_t cluster_config(dim3 grid, int size, cudaStream_t stream,
+                                  cudaLaunchAttribute& attr) {
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(size);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(C::kThreads);
+  config.dynamicSmemBytes = C::kSmemBytes;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  return config;
+}
+
+// How many clusters of `size` blocks of kKernel fit on the GPU at once (its GPCs decide: a cluster
+// lives in one), for size 2, 4 and 8; asked once per kernel. The caller has raised the kernel's
+// dynamic shared memory (persistent_grid does).
+template <class C, auto kKernel>
+int max_active_clusters(int size) {
+  static const std::array<int, wgmma_conv::kMaxClusterSplits + 1> clusters = [] {
+    std::array<int, wgmma_conv::kMaxClusterSplits + 1> n{};
+    for (int sz = 2; sz <= wgmma_conv::kMaxClusterSplits; sz *= 2) {
+      cudaLaunchAttribute attr;
+      const cudaLaunchConfig_t config = cluster_config<C>(dim3(unsigned(sz)), sz, nullptr, attr);
+      CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n[size_t(sz)], kKernel, &config));
+    }
+    return n;
+  }();
+  return clusters[size_t(size)];
+}
+
 // The launch, after the variant's checks (wgmma_conv::check_launch): the persistent grid, the four
-// tensor maps (made on the host at each call), the kernel.
+// tensor maps (made on the host at each call), the kernel. `mode`: how a layer whose tiles fill at
+// most half the GPU is split (SplitKMode, conv_day.hpp).
 template <class C, class Y, bool kNpqk>
 void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T, Y>& grp,
-            cudaStream_t stream) {
+            cudaStream_t stream, SplitKMode mode) {
+  using wgmma_conv::SplitPath;
+  constexpr auto kPlainKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, SplitPath::kNone>;
   const nhwc::Params g = nhwc::make_params(s, C::kBK);
   wgmma_conv::PersistentGrid p =
-      wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk, false>>(name, g.M, s.k,
-                                                                                   grp.count);
+      wgmma_conv::persistent_grid<C, kPlainKernel>(name, g.M, s.k, grp.count);
   // x in im2col boxes of 128 pixels x kBK channels; the weights as a K x R*S*C matrix in boxes of
   // kBN filters x kBK of GEMM_K (128 bytes: the 128-byte swizzle the descriptors expect). A group
   // of one passes its maps twice.
@@ -140,20 +183,51 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   maps.x1 = grp.count > 1 ? im2col_map(s, grp.op[1].x, C::kBM, C::kBK) : maps.x0;
   maps.w1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
-  // Split-K where the tiles fill at most half of the blocks that fit: as many slab ranges as fill
-  // them, each of at least 8 slabs (a range must outlast the 4-stage pipeline's fill), at most 16.
   const int c_blocks = gpu100::ceil_div(s.c, C::kBK);
   const int num_slabs = s.r * s.s * c_blocks;
   const int tiles = p.tiles_m * p.tiles_n;
+  const bool split = 2 * int64_t(tiles) <= p.resident;  // the tiles fill at most half the GPU
   wgmma_conv::SplitK sk;
-  if (2 * int64_t(tiles) <= p.resident) {
-    sk.splits = std::max(1, std::min({p.resident / tiles, num_slabs / 8, 16}));
+  // Cluster split-K (kBN <= 128: the 256-wide tiles are taken only where the tiles fill the GPU):
+  // the largest cluster of 8, 4 or 2 blocks such that every range has at least 4 slabs (it fills
+  // the 4-stage pipeline once; the workspace path asks for 8, but its reduction is serial, so
+  // longer ranges paid for it) and all the tiles' clusters fit on the GPU at once (one wave). A
+  // first guess, to be A/B'd (README).
+  if (split && mode == SplitKMode::kCluster) {
+    if constexpr (C::kBN <= 128) {
+      constexpr auto kClusterKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, SplitPath::kCluster>;
+      const wgmma_conv::PersistentGrid pc =
+          wgmma_conv::persistent_grid<C, kClusterKernel>(name, g.M, s.k, grp.count);
+      for (int size = wgmma_conv::kMaxClusterSplits; size >= 2 && sk.splits == 1; size /= 2) {
+        if (int64_t(tiles) * size <= pc.resident && num_slabs / size >= 4 &&
+            int64_t(tiles) * grp.count <= max_active_clusters<C, kClusterKernel>(size)) {
+          sk.splits = size;
+        }
+      }
+      if (sk.splits > 1) {
+        // tiles x splits blocks (x: cluster-major, rank fastest), one unit each, in clusters of
+        // `splits` along x; cudaLaunchKernelEx, since the cluster size is chosen here, at run
+        // time. No persistent loop: this path is taken only where every cluster fits on the GPU
+        // at once, so a loop would never turn (and a block's second tile would have to wait for
+        // its peers to finish reading the sums parked in its stages before refilling them).
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t config = cluster_config<C>(
+            dim3(unsigned(tiles * sk.splits), 1, unsigned(grp.count)), sk.splits, stream, attr);
+        CUDA_CHECK(cudaLaunchKernelEx(&config, kClusterKernel, g, grp, p.tiles_m, p.tiles_n,
+                                      c_blocks, sk, maps));
+        return;
+      }
+    }
   }
+  // Split-K through a global workspace where the tiles fill at most half of the blocks that fit:
+  // as many slab ranges as fill them, each of at least 8 slabs (a range must outlast the 4-stage
+  // pipeline's fill), at most 16.
+  if (split) sk.splits = std::max(1, std::min({p.resident / tiles, num_slabs / 8, 16}));
   if (sk.splits > 1) {
     // The split kernel is its own instance, so the plain one keeps the code it had before split-K
     // existed (measured: carrying the split path cost the N = 32 layers 8-10%,
     // results/h100/profiles.txt).
-    constexpr auto kSplitKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, true>;
+    constexpr auto kSplitKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, SplitPath::kWorkspace>;
     p = wgmma_conv::persistent_grid<C, kSplitKernel>(name, g.M, s.k, grp.count);
     const size_t units = size_t(grp.count) * tiles * sk.splits;
     sk.partial =
@@ -163,8 +237,8 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
     kSplitKernel<<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, p.tiles_m, p.tiles_n,
                                                                  c_blocks, sk, maps);
   } else {
-    conv2d_tma_im2col_kernel<C, Y, kNpqk, false><<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(
-        g, grp, p.tiles_m, p.tiles_n, c_blocks, sk, maps);
+    kPlainKernel<<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, p.tiles_m, p.tiles_n,
+                                                                 c_blocks, sk, maps);
   }
   CUDA_CHECK_LAST();
 }
@@ -173,9 +247,9 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
 // blocks that fit on the GPU at once (the launcher's rule).
 template <class C, class Y, bool kNpqk>
 bool fills_half_the_gpu(const char* name, const ConvShape& s, int group_count) {
-  const wgmma_conv::PersistentGrid p =
-      wgmma_conv::persistent_grid<C, conv2d_tma_im2col_kernel<C, Y, kNpqk, false>>(
-          name, nhwc::make_params(s, C::kBK).M, s.k, group_count);
+  const wgmma_conv::PersistentGrid p = wgmma_conv::persistent_grid<
+      C, conv2d_tma_im2col_kernel<C, Y, kNpqk, wgmma_conv::SplitPath::kNone>>(
+      name, nhwc::make_params(s, C::kBK).M, s.k, group_count);
   return 2 * int64_t(p.tiles_m) * p.tiles_n > p.resident;
 }
 
@@ -188,14 +262,14 @@ bool fills_half_the_gpu(const char* name, const ConvShape& s, int group_count) {
 // are few (a small batch) the 128-wide ones give split-K twice the work units.
 template <class T, class Y, bool kNpqk>
 void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& grp,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, SplitKMode mode) {
   using Wide = TmaConfig<T, 256>;
   if (s.k <= 64) {
-    launch<TmaConfig<T, 64>, Y, kNpqk>(name, s, grp, stream);
+    launch<TmaConfig<T, 64>, Y, kNpqk>(name, s, grp, stream, mode);
   } else if (s.k % 256 == 0 && fills_half_the_gpu<Wide, Y, kNpqk>(name, s, grp.count)) {
-    launch<Wide, Y, kNpqk>(name, s, grp, stream);
+    launch<Wide, Y, kNpqk>(name, s, grp, stream, mode);
   } else {
-    launch<TmaConfig<T, 128>, Y, kNpqk>(name, s, grp, stream);
+    launch<TmaConfig<T, 128>, Y, kNpqk>(name, s, grp, stream, mode);
   }
 }
 
