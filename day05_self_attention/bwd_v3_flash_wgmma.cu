@@ -59,6 +59,10 @@ using flash::pack_bf16;
 
 constexpr size_t kAlign = 256;  // each buffer of the workspace starts on this boundary
 constexpr int kBQ = 64;         // queries per tile; the lse and D_i rows are padded to a multiple
+// Named barriers (0 is __syncthreads): both consumer warpgroups' dS^T written; consumer warpgroup
+// w's dQ partial in its buffer (kDqFull0 + w), and that buffer free again (kDqEmpty0 + w), each
+// between the warpgroup's 128 threads and its writer warp.
+constexpr int kDsBarrier = 1, kDqFull0 = 2, kDqEmpty0 = 4;
 
 // One instantiation's tiling. A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes:
 // one swizzle span) side by side, each box `rows` x 128 bytes, as in v5.
@@ -174,6 +178,29 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         bulk_load(slse + st * kBQ, lse_h + i0, C::kRowBytes, &full[st]);
         bulk_load(sdelta + st * kBQ, delta_h + i0, C::kRowBytes, &full[st]);
       }
+    } else if (warp == C::kConsumerWarps + 1 || warp == C::kConsumerWarps + 2) {
+      // Warps 9 and 10: the dQ writers of consumer warpgroups 0 and 1. For each tile whose dQ box
+      // the warpgroup computes: tell it the buffer is free (the previous reduce-add has read it),
+      // wait until its partial is in, and send it to the accumulator by two TMA reduce-adds.
+      const int w = warp - C::kConsumerWarps - 1;
+      uint8_t* buf = sdq + w * C::kDqBytes;
+      bool first = true;
+      for (int n = 0; n < num_tiles; ++n) {
+        const int b = (w + n) % 2;
+        if (b >= kBoxes) continue;
+        if (!first && lane == 0) bulk_wait_read_all();
+        first = false;
+        __syncwarp();
+        asm volatile("bar.arrive %0, 160;\n" ::"r"(kDqEmpty0 + w) : "memory");
+        asm volatile("bar.sync %0, 160;\n" ::"r"(kDqFull0 + w) : "memory");
+        if (lane == 0) {
+          const int i0 = (first_tile + n) * kBQ;
+          tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
+          tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
+          bulk_commit();
+        }
+      }
+      if (lane == 0) bulk_wait_read_all();  // shared memory must outlive the copies
     }
     return;
   }
@@ -197,11 +224,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // P^T of the tile, in place in sacc (fp32) and as bf16 A fragments in pa (lt: lse x log2 e of
   // its 64 queries). As in v5, only the warps whose keys cross S or the diagonal, or whose tile
   // crosses S, run the mask (masked pairs get P = 0, hence dS = 0).
-  auto probs = [&](int i0, const float* lt, auto mask_tag) {
+  auto probs = [&](int i0, const float2(&lt)[8], auto mask_tag) {
     constexpr bool kMask = decltype(mask_tag)::value;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float2 l = *reinterpret_cast<const float2*>(lt + 8 * j + 2 * t4);
+      const float2 l = lt[j];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -221,19 +248,33 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // dS^T = P^T o (dP^T - D_i) (dt: D_i of the 64 queries) as bf16 A fragments in da, and into
   // `ds` in the 128-byte swizzle TMA would write for a [128][64] box: the 16-byte chunk c of row r
   // at chunk c ^ (r % 8), so a warp's 4-byte stores fall in 32 banks.
-  auto dscores = [&](const float* dt, uint8_t* ds) {
+  // All of dS^T is computed before the first store: a load of D_i after a store to shared memory
+  // could not be moved ahead of it (the compiler cannot tell the addresses apart), and each would
+  // wait out its own latency.
+  auto dscores = [&](const float2(&dt)[8], uint8_t* ds) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float2 d = *reinterpret_cast<const float2*>(dt + 8 * j + 2 * t4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = 4 * j + 2 * h;
-        const uint32_t v = pack_bf16(sacc[i] * (pacc[i] - d.x), sacc[i + 1] * (pacc[i + 1] - d.y));
-        da[j / 2][h + 2 * (j % 2)] = v;
-        const int r = 64 * wg + 16 * wl + g + 8 * h;  // key row of dS^T within the block's 128
-        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ (r % 8)) * 16) + 4 * t4) = v;
+        da[j / 2][h + 2 * (j % 2)] =
+            pack_bf16(sacc[i] * (pacc[i] - dt[j].x), sacc[i + 1] * (pacc[i + 1] - dt[j].y));
       }
     }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 64 * wg + 16 * wl + g + 8 * h;  // key row of dS^T within the block's 128
+        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ (r % 8)) * 16) + 4 * t4) =
+            da[j / 2][h + 2 * (j % 2)];
+      }
+    }
+  };
+  // A tile's 16 values of lse x log2 e (or D_i) this thread uses: queries 8 j + 2 t4 + {0, 1}.
+  auto row_values = [&](const float* src, float2(&dst)[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) dst[j] = *reinterpret_cast<const float2*>(src + 8 * j + 2 * t4);
   };
 
   mbar_wait(kv_full, 0);  // K and V have landed
@@ -262,13 +303,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     commit();  // group: dP^T
 
+    // The tile's lse x log2 e, read while the products run (after the wait the loads would add
+    // their latency to the softmax's).
+    float2 rows[8];
+    row_values(slse + st * kBQ, rows);
+
     // FlashAttention-3's overlap inside a warpgroup: P^T is computed while dP^T is still on the
     // tensor cores, and dS^T while dV's products are.
-    wait<1>();  // S^T is done (groups complete in order)
+    wait<1>();  // S^T is done (groups complete in order), and so is the last tile's dK
+    // The previous tile's stage is free: every consumer thread arrives (each read its lse and D_i
+    // with ordinary loads, which its own arrival, a release, orders before the producer's next
+    // copy into the stage; its dV and dK products, which read Q and dO, are done).
+    if (n > 0) mbar_arrive(&empty[(n - 1) % kStages]);
     if (kw0 + 16 > s || i0 + kBQ > s || (causal && kw0 + 15 > i0)) {
-      probs(i0, slse + st * kBQ, std::true_type{});
+      probs(i0, rows, std::true_type{});
     } else {
-      probs(i0, slse + st * kBQ, std::false_type{});
+      probs(i0, rows, std::false_type{});
     }
 
     // ---- dV_w += P^T dO_i: B = dO_i as stored, [query][d], i.e. N-major: a k-step of 16
@@ -285,31 +335,35 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     commit();  // group: dV
 
-    wait<1>();  // dP^T is done (dV may still run)
-    dscores(sdelta + st * kBQ, sdst);
+    wait<1>();                            // dP^T is done (dV may still run)
+    row_values(sdelta + st * kBQ, rows);  // D_i of the tile
+    dscores(rows, sdst);
     fence_proxy_async_smem();  // this thread's dS^T stores, before wgmma (async proxy) reads them
 
+    // Both warpgroups' dS^T are in sdst (the 256 consumer threads). Buffer n % 2 is written again
+    // at tile n + 2, after this barrier's next use, which each warpgroup reaches only after its dQ
+    // products of this tile have completed (the first wait<1> of tile n + 1).
+    asm volatile("bar.sync %0, 256;\n" ::"n"(kDsBarrier) : "memory");
+
     // ---- dK_w += dS^T Q_i: B = Q_i, N-major as dO_i above ----
-    fence();
+    auto issue_dk = [&] {
+      fence();
 #pragma unroll
-    for (int kk = 0; kk < kBQ / 16; ++kk) {
-      const uint64_t b = make_desc(sqt + kk * 2048, C::kQBox, 1024);
-      if constexpr (kD == 128) {
-        wgmma_m64n128k16_bf16_rs(dka, da[kk], b);
-      } else {
-        wgmma_m64n64k16_bf16_rs(dka, da[kk], b);
+      for (int kk = 0; kk < kBQ / 16; ++kk) {
+        const uint64_t bq = make_desc(sqt + kk * 2048, C::kQBox, 1024);
+        if constexpr (kD == 128) {
+          wgmma_m64n128k16_bf16_rs(dka, da[kk], bq);
+        } else {
+          wgmma_m64n64k16_bf16_rs(dka, da[kk], bq);
+        }
       }
-    }
-    commit();  // group: dK
-
-    // Both warpgroups' dS^T are in sdst (named barrier 1, the 256 consumer threads). Buffer n % 2
-    // is written again at tile n + 2, after this barrier's next use, which each warpgroup reaches
-    // only after its dQ products of this tile have completed (wait<0> below).
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
-
+      commit();  // group: dK
+    };
     // ---- dQ_i[:, box b] = dS K[:, box b]: A = dS^T as stored, [key][query], read MN-major (M =
     // the 64 queries, one 128-byte row); B = K's box b, [key][d], MN-major; a k-step of 16 keys
-    // is 16 rows = 2048 bytes further in both ----
+    // is 16 rows = 2048 bytes further in both. Issued before dK, so that it completes first and
+    // its partial leaves while dK's products run. At D = 64 the warpgroups take turns; each path
+    // is written out whole, so that the compiler sees which products are still running. ----
     const int b = (wg + n) % 2;
     if (b < kBoxes) {
       fence();
@@ -319,23 +373,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             dqa, make_desc(sdst + kk * 2048, C::kDsBytes, 1024),
             make_desc(sk + b * C::kKVBox + kk * 2048, C::kKVBox, 1024), kk > 0);
       }
-      commit();
-    }
-    wait<0>();  // dV, dK (and dQ) of this tile are done: stage st and sdst are free to reuse
-    // Every consumer thread arrives (each read lse and D_i of the stage with ordinary loads, which
-    // its own arrival, a release, orders before the producer's next copy into the stage).
-    mbar_arrive(&empty[st]);
-
-    if (b < kBoxes) {
-      // dQ's fp32 partial through shared memory into the accumulator by the TMA (a reduce-add of
-      // two 64 x 32 boxes; rows past S are skipped by the copy engine). The buffer is in the
-      // 128-byte swizzle the map names: the 16-byte chunk c of row r at chunk c ^ (r % 8), so a
-      // warp's 8-byte stores take the minimum of 2 shared-memory wavefronts.
+      commit();  // group: dQ
+      issue_dk();
+      wait<1>();  // dQ is done (dK may still run)
+      // dQ's fp32 partial through shared memory to the warpgroup's writer warp, which adds it to
+      // the accumulator by TMA reduce-adds (rows past S are skipped by the copy engine). The
+      // buffer is in the 128-byte swizzle the map names: the 16-byte chunk c of row r at chunk
+      // c ^ (r % 8), so a warp's 8-byte stores take the minimum of 2 shared-memory wavefronts.
       uint8_t* buf = sdq + wg * C::kDqBytes;
-      const int leader = threadIdx.x % 128 == 0;
-      if (leader) bulk_wait_read_all();  // the previous reduce has finished reading buf...
-      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg)
-                   : "memory");  // ...as the warpgroup now knows
+      asm volatile("bar.sync %0, 160;\n" ::"r"(kDqEmpty0 + wg) : "memory");  // the buffer is free
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * wl + g + 8 * h;
@@ -348,15 +394,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         }
       }
       fence_proxy_async_smem();  // the stores, before the TMA (async proxy) reads them
-      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");  // the warpgroup's 4 warps
-      if (leader) {
-        tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
-        tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
-        bulk_commit();
-      }
+      asm volatile("bar.arrive %0, 160;\n" ::"r"(kDqFull0 + wg) : "memory");  // the writer may go
+    } else {
+      issue_dk();
     }
+    wait<0>();  // dK
   }
-  if (threadIdx.x % 128 == 0) bulk_wait_read_all();  // shared memory must outlive the copies
 
   // ---- epilogue: dK = c x its accumulator, dV, in bf16 (4-byte stores of column pairs; keys
   // past S skipped) ----
