@@ -12,17 +12,28 @@
 //    does;
 //  - 128 keys per block (64 per consumer warpgroup: the wgmma's M), twice bwd v2's, so Q and dO
 //    are read half as often.
-//  - dQ's fp32 partial of each tile leaves through shared memory by TMA reduce-adds (one thread
-//    issues two 64 x 32 boxes per warpgroup) instead of 16 red.global.add.v2.f32 per thread:
-//    477 against 393 TFLOP/s at S 4096 D 128 (323 against 313 at S 2048 D 64), one A/B run on an
-//    H200. Inside a warpgroup P^T is computed while dP^T is still on the tensor cores and dS^T
-//    while dV's products run (FlashAttention-3's intra-warpgroup overlap; measured alone, with
-//    the reductions still by red, no change: 393 / 313 against 392 / 320).
+//  - dQ's fp32 partial of each tile leaves through shared memory by TMA reduce-adds (two 64 x 32
+//    boxes per warpgroup) instead of 16 red.global.add.v2.f32 per thread: 477 against 393
+//    TFLOP/s at S 4096 D 128 (323 against 313 at S 2048 D 64), one A/B run on an H200;
+//  - dQ's products are issued before dK's, so dQ completes first and its partial is stored while
+//    dK still runs; two producer warps that had nothing to do become dQ writers (one per consumer
+//    warpgroup: it waits on a named barrier for the partial, issues the reduce-adds and signals
+//    the buffer free again), so a consumer only arrives instead of waiting for the copy engine;
+//    dS^T is computed whole before it is stored and the tile's lse and D_i are read before the
+//    waits, so those loads no longer queue behind shared-memory stores (Nsight Compute had put
+//    about 11% of the stall samples on them and 10% on the tile's final wgmma wait). One A/B on an
+//    H200, two rounds: 458 / 477 to 514 / 497 TFLOP/s at S 4096 D 128, 322 to 357 at S 2048 D 64.
+//    Inside a warpgroup P^T is computed while dP^T is still on the tensor cores and dS^T while dV's
+//    products run (FlashAttention-3's intra-warpgroup overlap; measured alone, with the reductions
+//    still by red, no change: 393 / 313 against 392 / 320).
 // What it costs: sm_90a only; one block of 384 threads per SM (193 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
 // Tried and not kept: at D = 64, dQ split by keys (each warpgroup all 64 columns over its own 64
 // keys, no barrier between the warpgroups, twice the reduce-adds): 297 against 322 TFLOP/s.
+// Tried and not kept: dK left running into the next tile (its wait moved to the next tile's first
+// one): ptxas then serialises every wgmma of the kernel (its C7515 advice), because the next
+// tile's S^T lands in the registers that held dK's A operand.
 // Not done here (FlashAttention-3 does more): a deeper pipeline across query tiles (the next
 // tile's S^T and dP^T issued before this tile's dQ is done), 3 consumer warpgroups at D = 64.
 #include <cuda.h>
