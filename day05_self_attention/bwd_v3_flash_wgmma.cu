@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     // FlashAttention-3's overlap inside a warpgroup: P^T is computed while dP^T is still on the
     // tensor cores, and dS^T while dV's products are.
-    wait<1>();  // S^T is done (groups complete in order), and so is the last tile's dK
+    wait<1>();  // S^T is done (groups complete in order)
     // The previous tile's stage is free: every consumer thread arrives (each read its lse and D_i
     // with ordinary loads, which its own arrival, a release, orders before the producer's next
     // copy into the stage; its dV and dK products, which read Q and dO, are done).
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     // Both warpgroups' dS^T are in sdst (the 256 consumer threads). Buffer n % 2 is written again
     // at tile n + 2, after this barrier's next use, which each warpgroup reaches only after its dQ
-    // products of this tile have completed (the first wait<1> of tile n + 1).
+    // products of this tile have completed (the wait<1> right after its dK is issued).
     asm volatile("bar.sync %0, 256;\n" ::"n"(kDsBarrier) : "memory");
 
     // ---- dK_w += dS^T Q_i: B = Q_i, N-major as dO_i above ----
