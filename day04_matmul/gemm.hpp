@@ -7,6 +7,7 @@
 // When beta == 0, C is never read (it may hold NaN). Any M, N, K >= 1 works: partial tiles are
 // predicated, never assumed away. Calls are asynchronous on `stream` and check their launches.
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -93,6 +94,50 @@ void gemm_v13_wgmma_cluster_bf16(GemmShape, float, const __nv_bfloat16*, const _
 std::string v13_row_note(GemmShape s);
 // v11's and v12's BF16 row note: such a shape runs v10 instead ("" for the others).
 std::string wgmma_v10_fallback_note(GemmShape s);
+// ---- FP8 (e4m3) -------------------------------------------------------------------------------
+// C (M x N, bf16) = scale_a scale_b (A B): A is M x K e4m3, row-major (K-major); B is given
+// TRANSPOSED, as B^T (N x K e4m3, row-major: K-major too), the "TN" layout cuBLASLt requires for
+// FP8 and the only one wgmma reads FP8 in. scale_a and scale_b are single fp32 values in device
+// memory (per-tensor scales: the real matrices are scale x the e4m3 values). Accumulation in fp32;
+// C is written, never read. K must be a multiple of 16 (rows of whole 16-byte units, which TMA and
+// cuBLASLt need) and A, B^T 16-byte aligned; any M, N >= 1.
+using GemmFp8Fn = void (*)(GemmShape, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t,
+                           const float* scale_a, const float* scale_b, __nv_bfloat16* c,
+                           cudaStream_t stream);
+// "" when an FP8 GEMM can take this shape, else why not, in one line ("K = 77 is not a multiple
+// of 16: ..."). No GPU needed.
+std::string gemm_fp8_refusal(GemmShape s);
+// Throws std::invalid_argument (gemm_fp8_refusal's line, or a null or misaligned pointer).
+void check_gemm_fp8_args(GemmShape s, const void* a, const void* b_t, const float* scale_a,
+                         const float* scale_b, const void* c);
+// v14: wgmma m64n128k32 e4m3 from TMA-loaded, 128-byte-swizzled tiles, a producer warpgroup and
+// two consumer warpgroups, the fp32 accumulator promoted every 128 of k (sm_90a).
+void gemm_v14_wgmma_fp8(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
+                        const float*, __nv_bfloat16*, cudaStream_t);
+// The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
+// CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
+// to 8 algorithms, times each with the project's timer and keeps the fastest.
+void cublaslt_gemm_fp8(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
+                       const float*, __nv_bfloat16*, cudaStream_t);
+// gemm_fp8_refusal, then (with a GPU) whether this GPU has FP8 tensor cores (8.9+) and the
+// heuristic offers an algorithm for the shape.
+std::string cublaslt_fp8_refusal(GemmShape s);
+// Its row note: which algorithm won the timing and how many were timed ("" before it ran).
+std::string cublaslt_fp8_note(GemmShape s);
+
+// An FP8 operand as a host program makes it: q = e4m3(x / scale), rounded to nearest (saturating
+// at +-448), scale = absmax(x) / 448 so the largest |x| lands on e4m3's largest value. An x that
+// would round to zero gets the smallest subnormal of its sign instead (the inputs are never zero).
+struct Fp8Tensor {
+  std::vector<__nv_fp8_e4m3> q;
+  float scale = 1.f;
+};
+Fp8Tensor quantize_e4m3(const std::vector<float>& x);
+// The e4m3 values as floats (exact: every e4m3 value is a float), without the scale.
+std::vector<float> e4m3_to_float(const std::vector<__nv_fp8_e4m3>& q);
+// rows x cols row-major -> cols x rows row-major (B -> B^T on the host, for the FP8 input format).
+std::vector<float> transpose_host(const std::vector<float>& x, int rows, int cols);
+
 // ---- cuBLAS, the library a user would pick instead ---------------------------------------------
 // One handle per thread, created at first use. The fp32 call uses CUBLAS_PEDANTIC_MATH, so it
 // never uses TF32.
@@ -120,6 +165,8 @@ struct GemmVariant {
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
   std::string (*row_note)(GemmShape) = nullptr;     // the row's note after a run, if any
   const char* tags = "";                            // "mine": a learner's (common/learner.hpp)
+  GemmFp8Fn fp8 = nullptr;                          // set for kFp8 (e4m3 inputs, bf16 output)
+  std::string (*refusal)(GemmShape) = nullptr;      // "" when it takes the shape, else why not
 };
 const std::vector<GemmVariant>& gemm_variants();  // the day's own, then the learner's (mine/*.cu)
 // Adds a learner's GEMM (tagged "mine") from its file in mine/ (common/learner.hpp).
@@ -140,6 +187,10 @@ void gemm(const std::string& variant, GemmShape s, float alpha, const float* a, 
 //  - tf32: each input keeps 10 mantissa bits, a random error of about 2.5e-4 sqrt(K) per entry
 //    when truncated (wgmma), half that when rounded (mma.sync, WMMA); abs_tol = 2e-3 sqrt(K).
 //  - rel_tol = 1e-5. abs_tol scales with max(1, |alpha|), as the error of alpha A B does.
+//  - fp8 (against the exact product of the e4m3 values, scaled; inputs of at most 1 in
+//    magnitude after scaling): wgmma's FP8 adds keep about 14 bits, and the kernels add at most
+//    128 products of k there before promoting to fp32: abs_tol = 2^-9 sqrt(K) + 8 u K. The bf16
+//    output rounds to 2^-9 relative: rel_tol = 2^-8 (README, "FP8").
 gpu100::Tolerance gemm_tolerance(Precision p, int k, double alpha = 1.0);
 
 // ---- CPU reference ----------------------------------------------------------------------------
@@ -147,5 +198,9 @@ gpu100::Tolerance gemm_tolerance(Precision p, int k, double alpha = 1.0);
 void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double beta, float* c);
 // One entry of A * B in double: for the sampled check of cuBLAS at large sizes.
 double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col);
+// The FP8 reference: C = scale_a scale_b (A B) in double on the e4m3 values, A M x K and B^T N x K
+// (as the FP8 GEMMs take them), C M x N rounded to float once.
+void gemm_fp8_cpu(GemmShape s, const Fp8Tensor& a, const Fp8Tensor& b_t, float* c);
+double dot_fp8_cpu(GemmShape s, const Fp8Tensor& a, const Fp8Tensor& b_t, int row, int col);
 
 }  // namespace day04

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/learner.hpp"
+#include "common/math.hpp"
 #include "gemm.hpp"
 
 namespace day04 {
@@ -56,7 +57,10 @@ void gemm_cpu(GemmShape s, double alpha, const float* a, const float* b, double 
 
 gpu100::Tolerance gemm_tolerance(Precision p, int k, double alpha) {
   const double scale = std::max(1.0, std::fabs(alpha));
-  const double u = 0x1p-24;  // the fp32 rounding unit
+  const double u = 0x1p-24;    // the fp32 rounding unit
+  if (p == Precision::kFp8) {  // derived in the README, "FP8"
+    return {scale * (0x1p-9 * std::sqrt(double(k)) + 8 * u * k), 0x1p-8};
+  }
   const double abs_tol = p == Precision::kTf32 ? 2e-3 * std::sqrt(double(k)) : 8 * u * k + 1e-6;
   return {scale * abs_tol, 1e-5};
 }
@@ -65,6 +69,85 @@ double dot_cpu(GemmShape s, const float* a, const float* b, int row, int col) {
   double sum = 0;
   for (int p = 0; p < s.k; ++p) sum += double(a[size_t(row) * s.k + p]) * b[size_t(p) * s.n + col];
   return sum;
+}
+
+// ---- FP8 ----------------------------------------------------------------------------------------
+std::string gemm_fp8_refusal(GemmShape s) {
+  if (s.k > 0 && s.k % 16 != 0) {
+    return "K = " + std::to_string(s.k) +
+           " is not a multiple of 16: FP8 rows of A and B^T must be whole 16-byte units (TMA, "
+           "cuBLASLt); pad K with zeros to " +
+           std::to_string(gpu100::round_up(s.k, 16));
+  }
+  return "";
+}
+
+void check_gemm_fp8_args(GemmShape s, const void* a, const void* b_t, const float* scale_a,
+                         const float* scale_b, const void* c) {
+  check_gemm_args(s, a, b_t, c);
+  if (scale_a == nullptr || scale_b == nullptr) {
+    throw std::invalid_argument("gemm fp8: null scale pointer");
+  }
+  if (const std::string why = gemm_fp8_refusal(s); !why.empty()) {
+    throw std::invalid_argument("gemm fp8: " + why);
+  }
+  if (!gpu100::aligned16(a) || !gpu100::aligned16(b_t)) {
+    throw std::invalid_argument("gemm fp8: A and B^T must start on a 16-byte boundary");
+  }
+}
+
+Fp8Tensor quantize_e4m3(const std::vector<float>& x) {
+  constexpr float kE4m3Max = 448.f;
+  float absmax = 0.f;
+  for (float v : x) absmax = std::max(absmax, std::fabs(v));
+  Fp8Tensor t;
+  t.scale = absmax > 0.f ? absmax / kE4m3Max : 1.f;
+  t.q.resize(x.size());
+  const __nv_fp8_e4m3 tiny_pos(0x1p-9f), tiny_neg(-0x1p-9f);  // e4m3's smallest subnormals
+  for (size_t i = 0; i < x.size(); ++i) {
+    t.q[i] = __nv_fp8_e4m3(x[i] / t.scale);  // round to nearest even, saturating
+    if (float(t.q[i]) == 0.f && x[i] != 0.f) t.q[i] = x[i] > 0.f ? tiny_pos : tiny_neg;
+  }
+  return t;
+}
+
+std::vector<float> e4m3_to_float(const std::vector<__nv_fp8_e4m3>& q) {
+  std::vector<float> out(q.size());
+  for (size_t i = 0; i < q.size(); ++i) out[i] = float(q[i]);
+  return out;
+}
+
+std::vector<float> transpose_host(const std::vector<float>& x, int rows, int cols) {
+  std::vector<float> out(x.size());
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) out[size_t(c) * rows + r] = x[size_t(r) * cols + c];
+  }
+  return out;
+}
+
+// Both operands are K-major, so each entry is a dot product of two contiguous rows of e4m3
+// values (exact as doubles; products and sums of them exact in double up to K ~ 2^25).
+void gemm_fp8_cpu(GemmShape s, const Fp8Tensor& a, const Fp8Tensor& b_t, float* c) {
+  check_gemm_args(s, a.q.data(), b_t.q.data(), c);
+  const std::vector<float> af = e4m3_to_float(a.q), bf = e4m3_to_float(b_t.q);
+  const double scale = double(a.scale) * double(b_t.scale);
+  for (int i = 0; i < s.m; ++i) {
+    const float* ar = &af[size_t(i) * s.k];
+    for (int j = 0; j < s.n; ++j) {
+      const float* br = &bf[size_t(j) * s.k];
+      double sum = 0;
+      for (int p = 0; p < s.k; ++p) sum += double(ar[p]) * br[p];
+      c[size_t(i) * s.n + j] = static_cast<float>(scale * sum);
+    }
+  }
+}
+
+double dot_fp8_cpu(GemmShape s, const Fp8Tensor& a, const Fp8Tensor& b_t, int row, int col) {
+  double sum = 0;
+  for (int p = 0; p < s.k; ++p) {
+    sum += double(float(a.q[size_t(row) * s.k + p])) * double(float(b_t.q[size_t(col) * s.k + p]));
+  }
+  return double(a.scale) * double(b_t.scale) * sum;
 }
 
 namespace {
@@ -125,12 +208,22 @@ const std::vector<GemmVariant>& gemm_variants() {
            "traffic)",
            P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a,
            v13_row_note},
+          {"v14_wgmma_fp8",
+           "FP8 e4m3: wgmma m64n128k32, TMA 6-stage producer/consumer, fp32 promotion every 128 "
+           "of k; B given as B^T (TN)",
+           P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
+           gemm_v14_wgmma_fp8, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,
            cublas_gemm_tf32, nullptr, true, ""},
           {"cublas_bf16", "library: cublasGemmEx, BF16 inputs, fp32 compute and output", P::kBf16,
            nullptr, cublas_gemm_bf16, true, ""},
+          {"cublaslt_fp8",
+           "library: cublasLtMatmul, e4m3 A and B (TN), per-tensor scales, fp32 compute, bf16 out; "
+           "fastest of the heuristic's algorithms",
+           P::kFp8, nullptr, nullptr, true, "", A::kAny, cublaslt_fp8_note, "", cublaslt_gemm_fp8,
+           cublaslt_fp8_refusal},
       },
       gpu100::learner_entries<GemmVariant, LearnerTag>());
   return kVariants;

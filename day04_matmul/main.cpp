@@ -2,7 +2,9 @@
 //  1. transpose of an M x N fp32 matrix (GB/s, % of the copy ceiling);
 //  2. GEMM C = A B at M x N x K (TFLOP/s), every variant against the cuBLAS call of its
 //     precision, verified against cuBLAS fp32 (and cuBLAS itself against a double-precision CPU
-//     check of sampled entries).
+//     check of sampled entries). The FP8 rows get the same inputs quantised to e4m3 (B given as
+//     B^T) and are checked against the exact product of those e4m3 values. --precision keeps the
+//     rows of one precision.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,9 +34,13 @@ using gpu100::ResultRow;
 
 struct Options {
   gpu100::CommonOptions common;
+  std::string precision;  // --precision: "" for every precision
   bool selected(const std::string& name) const {
     const auto& names = common.variants;
     return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
+  }
+  bool selected(const day04::GemmVariant& v) const {
+    return selected(v.name) && (precision.empty() || precision == day04::to_string(v.precision));
   }
 };
 
@@ -117,16 +123,105 @@ GemmData make_gemm_data(day04::GemmShape s, uint64_t seed) {
   return g;
 }
 
+// The FP8 inputs: the same random A and B quantised to e4m3 with per-tensor scales (B as B^T,
+// the FP8 input format), C in bf16, and the reference: the exact product of the e4m3 values,
+// computed as cuBLAS fp32 (pedantic) on those values times scale_a scale_b, and checked against
+// double-precision dot products at 257 sampled entries (the CPU would take minutes at 4096^3).
+struct Fp8Data {
+  day04::Fp8Tensor a, b_t;
+  std::vector<float> ref;
+  gpu100::DeviceBuffer<__nv_fp8_e4m3> d_a, d_bt;
+  gpu100::DeviceBuffer<float> d_scales;  // scale_a, scale_b
+  gpu100::DeviceBuffer<__nv_bfloat16> d_c;
+  gpu100::CompareResult sampled;
+};
+
+Fp8Data make_fp8_data(day04::GemmShape s, uint64_t seed) {
+  const size_t na = size_t(s.m) * s.k, nb = size_t(s.k) * s.n, nc = size_t(s.m) * s.n;
+  Fp8Data f;
+  f.a = day04::quantize_e4m3(gpu100::random_vector<float>(na, seed + 1));
+  f.b_t = day04::quantize_e4m3(
+      day04::transpose_host(gpu100::random_vector<float>(nb, seed + 2), s.k, s.n));
+  f.d_a = gpu100::DeviceBuffer<__nv_fp8_e4m3>(na);
+  f.d_bt = gpu100::DeviceBuffer<__nv_fp8_e4m3>(nb);
+  f.d_scales = gpu100::DeviceBuffer<float>(2);
+  f.d_c = gpu100::DeviceBuffer<__nv_bfloat16>(nc);
+  f.d_a.upload(f.a.q);
+  f.d_bt.upload(f.b_t.q);
+  f.d_scales.upload(std::vector<float>{f.a.scale, f.b_t.scale});
+  {
+    gpu100::DeviceBuffer<float> aq(na), bq(nb), c(nc);
+    aq.upload(day04::e4m3_to_float(f.a.q));
+    bq.upload(day04::transpose_host(day04::e4m3_to_float(f.b_t.q), s.n, s.k));
+    day04::cublas_sgemm(s, 1.f, aq.data(), bq.data(), 0.f, c.data(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    f.ref = c.download();
+  }
+  const double scale = double(f.a.scale) * double(f.b_t.scale);
+  for (float& x : f.ref) x = static_cast<float>(scale * x);
+  const gpu100::Tolerance tol32 = day04::gemm_tolerance(day04::Precision::kFp32, s.k);
+  f.sampled.count = 257;
+  for (int i = 0; i < 257; ++i) {
+    const int r = int(gpu100::splitmix64(seed + 100 + i) % s.m);
+    const int c = int(gpu100::splitmix64(seed + 500 + i) % s.n);
+    const double exact = day04::dot_fp8_cpu(s, f.a, f.b_t, r, c);
+    gpu100::record(f.sampled, size_t(r) * s.n + c, exact, f.ref[size_t(r) * s.n + c],
+                   tol32.abs_tol + tol32.rel_tol * std::fabs(exact));
+  }
+  fmt::print(
+      "reference (fp8): cuBLAS fp32 on the e4m3 values against the double CPU at 257 "
+      "sampled entries: {}\n",
+      f.sampled.summary());
+  return f;
+}
+
+// The dense FP8 tensor-core peak of the data sheet, for the GPUs it is known for here: H100 and
+// H200 SXM (132 SMs of compute capability 9.0), 1979 TFLOP/s; 0 (no % column) elsewhere.
+double fp8_datasheet_peak(const gpu100::DeviceSummary& d) {
+  return d.cc_major == 9 && d.cc_minor == 0 && d.sm_count == 132 ? 1979.0 : 0.0;
+}
+
+// An FP8 row: refused with its reason when the variant cannot take the shape; otherwise C
+// poisoned, one checked launch (the library's also times its candidate algorithms), then timed.
+ResultRow gemm_fp8_row(const day04::GemmVariant& v, day04::GemmShape s, Fp8Data& f, double cpu_ms,
+                       gpu100::DayRun& run) {
+  const std::string shape = fmt::format("{}x{}x{}", s.m, s.n, s.k);
+  if (const std::string why = v.refusal != nullptr ? v.refusal(s) : ""; !why.empty()) {
+    ResultRow row = gpu100::make_row(v.name, day04::to_string(v.precision), shape);
+    row.verified = false;
+    row.note = "refused: " + why;
+    return row;
+  }
+  const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k);
+  ResultRow row = run.measure(
+      v.name, day04::to_string(v.precision), shape, [&] { f.d_c.poison(); },
+      [&] {
+        v.fp8(s, f.d_a.data(), f.d_bt.data(), f.d_scales.data(), f.d_scales.data() + 1,
+              f.d_c.data(), nullptr);
+      },
+      [&] {
+        const auto got = gpu100::convert_to_float(f.d_c.download());
+        return gpu100::worst_of({gpu100::compare(f.ref, got, tol.abs_tol, tol.rel_tol), f.sampled});
+      });
+  gpu100::derive(row, 0, 2.0 * s.m * s.n * s.k, 0, cpu_ms, 0);
+  if (const double peak = fp8_datasheet_peak(run.device()); peak > 0) {
+    row.pct_of_ceiling = 100.0 * *row.tflops / peak;
+  }
+  if (v.row_note != nullptr) row.note = v.row_note(s) + (row.note.empty() ? "" : "; " + row.note);
+  if (!v.is_library) row.library = v.library;
+  return row;
+}
+
 // The rows of the fp32 peak and of the CPU reference; returns the CPU's time. At full size the
 // CPU would take minutes: it is timed at 1024^3 (or the problem, if smaller) and scaled by the
-// FLOP ratio, and its row says so.
-double add_reference_rows(day04::GemmShape s, const GemmData& g, double fp32_peak,
+// FLOP ratio, and its row says so. a and b: the fp32 inputs (M x K, K x N).
+double add_reference_rows(day04::GemmShape s, const float* a, const float* b, double fp32_peak,
                           gpu100::ResultTable& table) {
   const double flops = 2.0 * s.m * s.n * s.k;
   const day04::GemmShape cs{std::min(s.m, 1024), std::min(s.n, 1024), std::min(s.k, 1024)};
   std::vector<float> cpu_c(size_t(cs.m) * cs.n);
-  const double cpu_small_ms = gpu100::time_host_ms(
-      [&] { day04::gemm_cpu(cs, 1.0, g.a.data(), g.b.data(), 0.0, cpu_c.data()); }, 1, false);
+  const double cpu_small_ms =
+      gpu100::time_host_ms([&] { day04::gemm_cpu(cs, 1.0, a, b, 0.0, cpu_c.data()); }, 1, false);
   const double cpu_ms = cpu_small_ms * flops / (2.0 * cs.m * cs.n * cs.k);
   ResultRow peak = gpu100::make_row("fp32_fma_peak", "fp32", "FMA chains on every SM");
   peak.tflops = fp32_peak;
@@ -175,19 +270,41 @@ ResultRow gemm_row(const day04::GemmVariant& v, day04::GemmShape s, GemmData& g,
 void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::DayRun& run,
               std::string& verdict) {
   const size_t na = size_t(s.m) * s.k, nb = size_t(s.k) * s.n, nc = size_t(s.m) * s.n;
-  gpu100::require_device_memory(4 * (na + nb) * 3 / 2 + 3 * nc * 4, "the GEMM");
-  GemmData g = make_gemm_data(s, opt.common.seed);
-  const double cpu_ms = add_reference_rows(s, g, fp32_peak, run.table());
+  std::vector<const day04::GemmVariant*> chosen;
+  bool any_fp8 = false, any_other = false;
+  for (const auto& v : day04::gemm_variants()) {
+    if (!opt.selected(v) || !gpu100::build_has(v.needs)) continue;
+    chosen.push_back(&v);
+    (v.precision == day04::Precision::kFp8 ? any_fp8 : any_other) = true;
+  }
+  // The fp32 and bf16 inputs, C and the references; the FP8 inputs, the fp32 copies made for
+  // their reference and C.
+  gpu100::require_device_memory(
+      (any_other ? 4 * (na + nb) * 3 / 2 + 3 * nc * 4 : 0) + (any_fp8 ? 5 * (na + nb) + 6 * nc : 0),
+      "the GEMM");
+  GemmData g;
+  Fp8Data f;
+  if (any_other) g = make_gemm_data(s, opt.common.seed);
+  if (any_fp8) f = make_fp8_data(s, opt.common.seed);
+  std::vector<float> a32, b32;  // the CPU row's inputs when no fp32 data was made
+  if (!any_other) {
+    a32 = gpu100::random_vector<float>(size_t(std::min(s.m, 1024)) * std::min(s.k, 1024), 1);
+    b32 = gpu100::random_vector<float>(size_t(std::min(s.k, 1024)) * std::min(s.n, 1024), 2);
+  }
+  const double cpu_ms =
+      add_reference_rows(s, any_other ? g.a.data() : a32.data(),
+                         any_other ? g.b.data() : b32.data(), fp32_peak, run.table());
   std::vector<ResultRow> rows;
   std::vector<const day04::GemmVariant*> ran;
-  for (const auto& v : day04::gemm_variants()) {
-    if (!opt.selected(v.name) || !gpu100::build_has(v.needs)) continue;
-    rows.push_back(gemm_row(v, s, g, cpu_ms, fp32_peak, run));
-    ran.push_back(&v);
+  for (const auto* v : chosen) {
+    rows.push_back(v->precision == day04::Precision::kFp8
+                       ? gemm_fp8_row(*v, s, f, cpu_ms, run)
+                       : gemm_row(*v, s, g, cpu_ms, fp32_peak, run));
+    ran.push_back(v);
   }
   gpu100::link_libraries(rows);  // x cuBLAS of the same precision
-  for (day04::Precision p :
-       {day04::Precision::kFp32, day04::Precision::kTf32, day04::Precision::kBf16}) {
+  for (day04::Precision p : {day04::Precision::kFp32, day04::Precision::kTf32,
+                             day04::Precision::kBf16, day04::Precision::kFp8}) {
     const ResultRow* best = nullptr;
     for (size_t i = 0; i < rows.size(); ++i) {
       if (ran[i]->precision == p && rows[i].ok && rows[i].ratio_vs_library &&
@@ -216,6 +333,7 @@ int run(int argc, char** argv) {
   args.add_int("tn", "transpose columns", 8192, 1, 1 << 20);
   args.add_flag("no-transpose", "skip the transpose part");
   args.add_flag("no-gemm", "skip the GEMM part");
+  args.add_string("precision", "only the GEMM rows of this precision: fp32, tf32, bf16 or fp8", "");
   args.add_common();
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
@@ -225,6 +343,12 @@ int run(int argc, char** argv) {
   }
   Options opt;
   opt.common = gpu100::CommonOptions::read(args);
+  opt.precision = args.get_string("precision");
+  if (!opt.precision.empty() && opt.precision != "fp32" && opt.precision != "tf32" &&
+      opt.precision != "bf16" && opt.precision != "fp8") {
+    throw gpu100::UsageError("--precision must be fp32, tf32, bf16 or fp8, got '" + opt.precision +
+                             "'");
+  }
   const auto& names = opt.common.variants;
   for (const auto& name : names) {
     bool known = day04::find_gemm_variant(name) != nullptr;

@@ -73,6 +73,12 @@ CUtensorMap make_tma_map_2d(const __nv_bfloat16* ptr, int rows, int cols, int bo
   return map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptr, rows, cols, box_rows, box_cols);
 }
 
+// TMA moves bytes: an e4m3 matrix is described as UINT8 (the copy never looks at the values).
+CUtensorMap make_tma_map_2d(const __nv_fp8_e4m3* ptr, int rows, int cols, int box_rows,
+                            int box_cols) {
+  return map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, ptr, rows, cols, box_rows, box_cols);
+}
+
 namespace {
 template <typename T>
 CUtensorMap map_3d(CUtensorMapDataType type, const T* ptr, long long batches, int rows, int cols,

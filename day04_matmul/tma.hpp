@@ -5,6 +5,7 @@
 // the 128-byte swizzle the wgmma descriptors of wgmma.cuh expect (a box is 128 bytes wide).
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 namespace day04 {
 
@@ -12,6 +13,9 @@ namespace day04 {
 // size = 128 bytes). Throws std::runtime_error when the driver rejects it.
 CUtensorMap make_tma_map_2d(const float* ptr, int rows, int cols, int box_rows, int box_cols);
 CUtensorMap make_tma_map_2d(const __nv_bfloat16* ptr, int rows, int cols, int box_rows,
+                            int box_cols);
+// One-byte elements (day04's v14): box_cols = 128; cols % 16 == 0 for the 16-byte row stride.
+CUtensorMap make_tma_map_2d(const __nv_fp8_e4m3* ptr, int rows, int cols, int box_rows,
                             int box_cols);
 // `batches` row-major rows x cols matrices one after the other, read in boxes of box_rows x
 // box_cols of one matrix (rows past `rows` are zero-filled, never the next matrix's).

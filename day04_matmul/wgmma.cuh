@@ -1,7 +1,8 @@
 #pragma once
 // day04 Hopper PTX wrappers (sm_90a): mbarriers, TMA tensor copies and wgmma, the inline
-// __device__ functions that the GEMMs v11-v13 (gemm_v11_wgmma.cu, gemm_v12_wgmma_ws.cu,
-// gemm_v13_wgmma_cluster.cu, through wgmma_gemm.cuh) and day05's wgmma attention are written with.
+// __device__ functions that the GEMMs v11-v14 (gemm_v11_wgmma.cu, gemm_v12_wgmma_ws.cu,
+// gemm_v13_wgmma_cluster.cu, through wgmma_gemm.cuh; gemm_v14_wgmma_fp8.cu) and day05's wgmma
+// attention are written with.
 // Header-only, so no separable compilation is needed. A kernel that calls them guards its body
 // with __CUDA_ARCH_FEAT_SM90_ALL (GPU100_SM90A_CODE, common/arch.cuh), so its file builds for
 // every architecture and holds the code only in sm_90a targets. The host side (tensor maps) is
@@ -422,6 +423,35 @@ __device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t 
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+// d (64 x 128 fp32) = A (64 x 32 e4m3, K-major) * B (32 x 128 e4m3, K-major) + (accumulate ? d :
+// 0): the FP8 form (day04's v14). FP8 takes no transpose flags, like TF32: both operands K-major,
+// 32 one-byte elements = 32 bytes of k per instruction, so the descriptors step through a
+// 128-byte swizzled row exactly as BF16's k16 steps do. The products are exact, but the tensor
+// core adds them into d keeping only about 14 significant bits (PTX ISA: "Asynchronous warpgroup
+// level matrix multiply", .e4m3; the 14 bits are DeepSeek-V3's measurement): callers start d from
+// zero (accumulate = 0) every few instructions and add it into their own fp32 sum.
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], uint64_t desc_a,
+                                                         uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+      "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 // d (64 x 128) += A (64 x 16, bf16 fragments in registers) * B (16 x 128, N-major).

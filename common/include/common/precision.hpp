@@ -4,8 +4,9 @@
 namespace gpu100 {
 
 // fp32: fp32 inputs, FMA math. tf32: fp32 inputs rounded to TF32 (10 mantissa bits) on the tensor
-// cores, fp32 accumulation. bf16: bf16 inputs (and often outputs), fp32 accumulation.
-enum class Precision { kFp32, kTf32, kBf16 };
+// cores, fp32 accumulation. bf16: bf16 inputs (and often outputs), fp32 accumulation. fp8: e4m3
+// inputs with one fp32 scale per tensor, fp32 accumulation, bf16 output (day04's FP8 GEMM).
+enum class Precision { kFp32, kTf32, kBf16, kFp8 };
 
 inline const char* to_string(Precision p) {
   switch (p) {
@@ -15,6 +16,8 @@ inline const char* to_string(Precision p) {
       return "tf32";
     case Precision::kBf16:
       return "bf16";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "?";
 }
