@@ -12,6 +12,7 @@
 #include "test_suite.hpp"
 #include "transpose.hpp"
 
+using day04_tests::check_fp8_variant;
 using day04_tests::check_variant;
 using day04_tests::kShapes;
 
@@ -20,6 +21,7 @@ TEST_CASE("every GEMM variant matches the CPU at awkward shapes (beta = 0, C poi
   uint64_t seed = 10;
   for (const auto& v : day04::gemm_variants()) {
     if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
+    if (v.fp8 != nullptr) continue;                 // FP8: its own test cases below
     if (gpu100::lacks_code(v)) continue;
     for (const auto& s : kShapes) {
       // Under compute-sanitizer (GPU100_TEST_MAX_N set) only the shapes with few outputs run.
@@ -34,6 +36,7 @@ TEST_CASE("every GEMM variant applies alpha and beta", "[gpu]") {
   uint64_t seed = 1000;
   for (const auto& v : day04::gemm_variants()) {
     if (gpu100::has_tag(v.tags, "mine")) continue;  // checked by its own test cases
+    if (v.fp8 != nullptr) continue;                 // FP8 has no alpha or beta: C is written
     if (gpu100::lacks_code(v)) continue;
     check_variant(v, {77, 45, 61}, 1.5f, -0.75f, seed += 3);
     check_variant(v, {128, 256, 40}, -2.0f, 0.5f, seed += 3);
@@ -128,6 +131,80 @@ TEST_CASE("a variant this build lacks is refused before any launch, naming the b
     INFO(v.name);
     try {
       v.fp32({64, 64, 64}, 1.f, d.data(), d.data(), 0.f, d.data(), nullptr);
+      FAIL("no exception");
+    } catch (const gpu100::ArchUnavailable& e) {
+      CHECK(std::string(e.what()).find(gpu100::needs_text(v.needs)) != std::string::npos);
+    }
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+// ---- FP8 ---------------------------------------------------------------------------------------
+// Whether FP8 variant v runs here; when it does not, one line in the log says why.
+static bool fp8_runs(const day04::GemmVariant& v, day04::GemmShape s) {
+  if (gpu100::lacks_code(v)) return false;  // reported by the "lacks" test case above
+  const std::string why = v.refusal(s);
+  if (!why.empty())
+    WARN(v.name << " not checked at " << s.m << " x " << s.n << " x " << s.k << ": " << why);
+  return why.empty();
+}
+
+TEST_CASE("every FP8 GEMM matches the CPU at awkward shapes (C poisoned)", "[gpu][fp8]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 4000;
+  for (const auto& v : day04::gemm_variants()) {
+    if (v.fp8 == nullptr) continue;
+    for (const auto& s : day04_tests::kFp8Shapes) {
+      if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;  // under the sanitizer
+      if (!fp8_runs(v, s)) continue;
+      check_fp8_variant(v, s, seed += 3);
+    }
+  }
+}
+
+TEST_CASE("every FP8 GEMM applies its per-tensor scales (inputs far from 1)", "[gpu][fp8]") {
+  GPU100_REQUIRE_GPU();
+  uint64_t seed = 5000;
+  for (const auto& v : day04::gemm_variants()) {
+    if (v.fp8 == nullptr) continue;
+    for (float range : {0.01f, 50.f}) {
+      const day04::GemmShape s{130, 140, 272};
+      if (!fp8_runs(v, s)) continue;
+      check_fp8_variant(v, s, seed += 3, range);
+    }
+  }
+}
+
+TEST_CASE("an FP8 GEMM refuses K % 16 != 0 and null scales before any launch", "[gpu][fp8]") {
+  GPU100_REQUIRE_GPU();
+  gpu100::DeviceBuffer<__nv_fp8_e4m3> d_in(64 * 80);
+  gpu100::DeviceBuffer<float> d_scales(2);
+  gpu100::DeviceBuffer<__nv_bfloat16> d_c(64 * 64);
+  for (const auto& v : day04::gemm_variants()) {
+    if (v.fp8 == nullptr) continue;
+    INFO(v.name);
+    CHECK_THROWS_AS(v.fp8({64, 64, 72}, d_in.data(), d_in.data(), d_scales.data(),
+                          d_scales.data() + 1, d_c.data(), nullptr),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(v.fp8({64, 64, 64}, d_in.data(), d_in.data(), nullptr, d_scales.data(),
+                          d_c.data(), nullptr),
+                    std::invalid_argument);
+    CHECK_FALSE(v.refusal({64, 64, 72}).empty());
+  }
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("an FP8 variant this build lacks is refused before any launch", "[gpu][fp8]") {
+  GPU100_REQUIRE_GPU();
+  gpu100::DeviceBuffer<__nv_fp8_e4m3> d_in(64 * 64);
+  gpu100::DeviceBuffer<float> d_scales(2);
+  gpu100::DeviceBuffer<__nv_bfloat16> d_c(64 * 64);
+  for (const auto& v : day04::gemm_variants()) {
+    if (v.fp8 == nullptr || gpu100::build_has(v.needs)) continue;
+    INFO(v.name);
+    try {
+      v.fp8({64, 64, 64}, d_in.data(), d_in.data(), d_scales.data(), d_scales.data() + 1,
+            d_c.data(), nullptr);
       FAIL("no exception");
     } catch (const gpu100::ArchUnavailable& e) {
       CHECK(std::string(e.what()).find(gpu100::needs_text(v.needs)) != std::string::npos);

@@ -69,6 +69,44 @@ inline void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float
   REQUIRE(cmp.ok);
 }
 
+// The FP8 shapes: K a multiple of 16 (the format's rule), M and N anything: 1, primes, one past
+// and one short of the 128 x 128 tile, K shorter than one 128-wide k-tile, K one 16 past 4096.
+inline const std::vector<day04::GemmShape> kFp8Shapes = {
+    {1, 1, 16},      {77, 77, 48},     {1, 4095, 64},    {4095, 1, 32},    {128, 128, 128},
+    {129, 257, 144}, {255, 200, 2048}, {77, 4095, 4112}, {4095, 77, 4112}, {256, 384, 4096}};
+
+// Runs FP8 variant v on fresh inputs (random in [-range, range], quantised to e4m3 with their own
+// per-tensor scales) and compares with the CPU's exact product of the e4m3 values. C starts as
+// NaN and must be fully overwritten. The absolute tolerance scales with range^2, as the products
+// do.
+inline void check_fp8_variant(const day04::GemmVariant& v, day04::GemmShape s, uint64_t seed,
+                              float range = 1.f) {
+  INFO("variant " << v.name << ", " << s.m << " x " << s.n << " x " << s.k << ", inputs in +-"
+                  << range);
+  const auto a =
+      day04::quantize_e4m3(gpu100::random_vector<float>(size_t(s.m) * s.k, seed, -range, range));
+  const auto b_t = day04::quantize_e4m3(
+      gpu100::random_vector<float>(size_t(s.n) * s.k, seed + 1, -range, range));
+  std::vector<float> ref(size_t(s.m) * s.n);
+  day04::gemm_fp8_cpu(s, a, b_t, ref.data());
+
+  gpu100::DeviceBuffer<__nv_fp8_e4m3> d_a(a.q.size()), d_bt(b_t.q.size());
+  gpu100::DeviceBuffer<float> d_scales(2);
+  gpu100::DeviceBuffer<__nv_bfloat16> d_c(ref.size());
+  d_a.upload(a.q);
+  d_bt.upload(b_t.q);
+  d_scales.upload(std::vector<float>{a.scale, b_t.scale});
+  d_c.poison();
+  v.fp8(s, d_a.data(), d_bt.data(), d_scales.data(), d_scales.data() + 1, d_c.data(), nullptr);
+  CUDA_CHECK(cudaPeekAtLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k, double(range) * range);
+  const auto cmp =
+      gpu100::compare(ref, gpu100::convert_to_float(d_c.download()), tol.abs_tol, tol.rel_tol);
+  INFO(cmp.summary());
+  REQUIRE(cmp.ok);
+}
+
 inline const day04::GemmVariant& variant(const std::string& name) {
   const day04::GemmVariant* v = day04::find_gemm_variant(name);
   if (v == nullptr) throw std::logic_error("no GEMM variant " + name);
