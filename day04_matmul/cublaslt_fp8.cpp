@@ -11,6 +11,13 @@
 // "The library at its best": the first call for a shape asks the heuristic for up to 8 algorithms,
 // times each (the project's timer: warm-up, repeats, median) and keeps the fastest; the
 // heuristic's own first choice is not always the fastest.
+// Refusals. cuBLASLt's FP8 kernels need 16-byte-aligned dimensions and leading dimensions (cuBLAS
+// docs, cublasLtMatmul, "To use FP8 kernels ..."): here N % 8 == 0 (N is the row count of the
+// bf16 D in cuBLASLt's view) and K % 16 == 0. On an H200 (cuBLAS 13.0) its heuristic offered
+// nothing at every shape tested with N % 8 != 0. A shape where none of the offered algorithms
+// runs is refused too, with cuBLAS's status, from then on.
+// C is passed as nullptr (beta = 0: never read). cuBLASLt 13.0 checks an in-place call (C == D)
+// against the descriptors; PyTorch (#167873) and XLA (#34912) pass a null C for FP8 since.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -19,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -63,6 +69,7 @@ struct Plan {
   std::vector<cublasLtMatmulHeuristicResult_t> algos;
   int chosen = -1;  // index into algos once timed
   std::string note;
+  std::string refused;  // set when no algorithm ran: why, in one line
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -85,8 +92,8 @@ void set_scales(const Plan& p, const float* scale_a, const float* scale_b) {
                                               sizeof(scale_a)));
 }
 
-// The plan of shape s (created at first use: descriptors and the heuristic's candidates; an empty
-// candidate list means cuBLASLt has no FP8 algorithm for it). The caller holds g_mutex.
+// The plan of shape s (created at first use: descriptors and the heuristic's candidates; with
+// none, the shape is refused). The caller holds g_mutex.
 Plan& plan_for(GemmShape s, const float* scale_a, const float* scale_b) {
   auto& slot = g_plans[std::make_tuple(s.m, s.n, s.k)];
   if (slot) return *slot;
@@ -112,13 +119,19 @@ Plan& plan_for(GemmShape s, const float* scale_a, const float* scale_b) {
                                                     &ws, sizeof(ws)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(kMaxAlgos);
   int returned = 0;
-  // C is D (beta = 0: never read); NOT_SUPPORTED means no algorithm, not an error.
+  // C's layout is D's (beta = 0: C is never read); NOT_SUPPORTED means no algorithm, not an error.
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
       lt_handle(), p->op, p->a, p->b, p->d, p->d, pref, kMaxAlgos, results.data(), &returned);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(st);
   for (int i = 0; i < returned; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS) p->algos.push_back(results[i]);
+  }
+  if (p->algos.empty()) {
+    p->refused = fmt::format(
+        "cuBLASLt's heuristic offers no FP8 algorithm for {} x {} x {} (its FP8 kernels need "
+        "16-byte-aligned dimensions: N % 8 == 0, K % 16 == 0)",
+        s.m, s.n, s.k);
   }
   slot = std::move(p);
   return *slot;
@@ -127,13 +140,14 @@ Plan& plan_for(GemmShape s, const float* scale_a, const float* scale_b) {
 cublasStatus_t run_algo(const Plan& p, int i, const void* a, const void* b_t, void* c,
                         cudaStream_t stream) {
   const float alpha = 1.f, beta = 0.f;
-  return cublasLtMatmul(lt_handle(), p.op, &alpha, b_t, p.a, a, p.b, &beta, c, p.d, c, p.d,
+  return cublasLtMatmul(lt_handle(), p.op, &alpha, b_t, p.a, a, p.b, &beta, nullptr, p.d, c, p.d,
                         &p.algos[size_t(i)].algo, workspace().data(), kWorkspaceBytes, stream);
 }
 
 // Times every candidate on the caller's operands (into C, which the real call then overwrites)
-// and keeps the fastest; a candidate that fails to launch is left out.
-void choose(Plan& p, const void* a, const void* b_t, void* c, cudaStream_t stream) {
+// and keeps the fastest; a candidate that fails to launch is left out. When none runs, the shape
+// is refused from then on and this throws gpu100::LibraryError with the first failure's status.
+void choose(Plan& p, GemmShape s, const void* a, const void* b_t, void* c, cudaStream_t stream) {
   thread_local gpu100::GpuTimer timer;
   gpu100::TimingOptions opt;
   opt.warmup = 2;
@@ -141,15 +155,25 @@ void choose(Plan& p, const void* a, const void* b_t, void* c, cudaStream_t strea
   opt.stream = stream;
   double best_ms = 0;
   std::string times;
+  cublasStatus_t first_failure = CUBLAS_STATUS_SUCCESS;
   for (int i = 0; i < int(p.algos.size()); ++i) {
-    if (run_algo(p, i, a, b_t, c, stream) != CUBLAS_STATUS_SUCCESS) continue;
+    if (const cublasStatus_t st = run_algo(p, i, a, b_t, c, stream); st != CUBLAS_STATUS_SUCCESS) {
+      if (first_failure == CUBLAS_STATUS_SUCCESS) first_failure = st;
+      continue;
+    }
     CUDA_CHECK(cudaStreamSynchronize(stream));
     const double ms =
         timer.time([&] { CUBLAS_CHECK(run_algo(p, i, a, b_t, c, stream)); }, opt).median_ms;
     times += fmt::format("{}{:.4f}", times.empty() ? "" : ", ", ms);
     if (p.chosen < 0 || ms < best_ms) p.chosen = i, best_ms = ms;
   }
-  if (p.chosen < 0) throw std::runtime_error("cuBLASLt: no FP8 algorithm ran for this shape");
+  if (p.chosen < 0) {
+    p.refused = fmt::format(
+        "none of the {} FP8 algorithms cuBLASLt's heuristic offered for {} x {} x {} ran (first "
+        "failure: {})",
+        p.algos.size(), s.m, s.n, s.k, cublasGetStatusName(first_failure));
+    throw gpu100::LibraryError(p.refused);
+  }
   p.note = fmt::format("fastest of {} heuristic algorithms re-timed: #{} (ms: {})", p.algos.size(),
                        p.chosen, times);
 }
@@ -170,10 +194,7 @@ std::string cublaslt_fp8_refusal(GemmShape s) {
   }
   thread_local gpu100::DeviceBuffer<float> probe_scales(2);  // the heuristic sees non-null scales
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (plan_for(s, probe_scales.data(), probe_scales.data() + 1).algos.empty()) {
-    return fmt::format("cuBLASLt offers no FP8 algorithm for {} x {} x {}", s.m, s.n, s.k);
-  }
-  return "";
+  return plan_for(s, probe_scales.data(), probe_scales.data() + 1).refused;
 }
 
 void cublaslt_gemm_fp8(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t,
@@ -182,12 +203,9 @@ void cublaslt_gemm_fp8(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3*
   check_gemm_fp8_args(s, a, b_t, scale_a, scale_b, c);
   std::lock_guard<std::mutex> lock(g_mutex);
   Plan& p = plan_for(s, scale_a, scale_b);
-  if (p.algos.empty()) {
-    throw std::runtime_error(
-        fmt::format("cuBLASLt offers no FP8 algorithm for {} x {} x {}", s.m, s.n, s.k));
-  }
+  if (!p.refused.empty()) throw gpu100::LibraryError(p.refused);
   set_scales(p, scale_a, scale_b);
-  if (p.chosen < 0) choose(p, a, b_t, c, stream);
+  if (p.chosen < 0) choose(p, s, a, b_t, c, stream);
   CUBLAS_CHECK(run_algo(p, p.chosen, a, b_t, c, stream));
 }
 

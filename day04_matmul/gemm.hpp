@@ -116,11 +116,12 @@ void gemm_v14_wgmma_fp8(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, c
                         const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
-// to 8 algorithms, times each with the project's timer and keeps the fastest.
+// to 8 algorithms, times each with the project's timer and keeps the fastest. Throws
+// gpu100::LibraryError with cublaslt_fp8_refusal's line when the shape is refused.
 void cublaslt_gemm_fp8(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                        const float*, __nv_bfloat16*, cudaStream_t);
-// gemm_fp8_refusal, then (with a GPU) whether this GPU has FP8 tensor cores (8.9+) and the
-// heuristic offers an algorithm for the shape.
+// gemm_fp8_refusal, then (with a GPU) whether this GPU has FP8 tensor cores (8.9+), the heuristic
+// offers an algorithm for the shape (N % 8 == 0 at least) and, once launched, one of them ran.
 std::string cublaslt_fp8_refusal(GemmShape s);
 // Its row note: which algorithm won the timing and how many were timed ("" before it ran).
 std::string cublaslt_fp8_note(GemmShape s);

@@ -15,6 +15,7 @@
 #include "common/arch.hpp"
 #include "common/args.hpp"
 #include "common/compare.hpp"
+#include "common/cublas_check.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/device_info.hpp"
@@ -183,26 +184,38 @@ double fp8_datasheet_peak(const gpu100::DeviceSummary& d) {
 
 // An FP8 row: refused with its reason when the variant cannot take the shape; otherwise C
 // poisoned, one checked launch (the library's also times its candidate algorithms), then timed.
+// A library that fails at its first launch (cuBLASLt: none of its algorithms ran) is refused
+// too: the row says why and the other rows still run.
 ResultRow gemm_fp8_row(const day04::GemmVariant& v, day04::GemmShape s, Fp8Data& f, double cpu_ms,
                        gpu100::DayRun& run) {
   const std::string shape = fmt::format("{}x{}x{}", s.m, s.n, s.k);
-  if (const std::string why = v.refusal != nullptr ? v.refusal(s) : ""; !why.empty()) {
+  const auto refused_row = [&](const std::string& why) {
     ResultRow row = gpu100::make_row(v.name, day04::to_string(v.precision), shape);
     row.verified = false;
     row.note = "refused: " + why;
     return row;
+  };
+  if (const std::string why = v.refusal != nullptr ? v.refusal(s) : ""; !why.empty()) {
+    return refused_row(why);
   }
   const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k);
-  ResultRow row = run.measure(
-      v.name, day04::to_string(v.precision), shape, [&] { f.d_c.poison(); },
-      [&] {
-        v.fp8(s, f.d_a.data(), f.d_bt.data(), f.d_scales.data(), f.d_scales.data() + 1,
-              f.d_c.data(), nullptr);
-      },
-      [&] {
-        const auto got = gpu100::convert_to_float(f.d_c.download());
-        return gpu100::worst_of({gpu100::compare(f.ref, got, tol.abs_tol, tol.rel_tol), f.sampled});
-      });
+  ResultRow row;
+  try {
+    row = run.measure(
+        v.name, day04::to_string(v.precision), shape, [&] { f.d_c.poison(); },
+        [&] {
+          v.fp8(s, f.d_a.data(), f.d_bt.data(), f.d_scales.data(), f.d_scales.data() + 1,
+                f.d_c.data(), nullptr);
+        },
+        [&] {
+          const auto got = gpu100::convert_to_float(f.d_c.download());
+          return gpu100::worst_of(
+              {gpu100::compare(f.ref, got, tol.abs_tol, tol.rel_tol), f.sampled});
+        });
+  } catch (const gpu100::LibraryError& e) {
+    if (!v.is_library) throw;
+    return refused_row(e.what());
+  }
   gpu100::derive(row, 0, 2.0 * s.m * s.n * s.k, 0, cpu_ms, 0);
   if (const double peak = fp8_datasheet_peak(run.device()); peak > 0) {
     row.pct_of_ceiling = 100.0 * *row.tflops / peak;
