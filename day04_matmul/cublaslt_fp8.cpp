@@ -16,6 +16,10 @@
 // bf16 D in cuBLASLt's view) and K % 16 == 0. On an H200 (cuBLAS 13.0) its heuristic offered
 // nothing at every shape tested with N % 8 != 0. A shape where none of the offered algorithms
 // runs is refused too, with cuBLAS's status, from then on.
+// The scale pointers must each start on a 16-byte boundary: on an H200 (cuBLASLt 13.1) every
+// algorithm the heuristic offered returned CUBLAS_STATUS_NOT_SUPPORTED for two scales 4 bytes
+// apart, and ran for the same scales 16 bytes apart (the heuristic itself accepts both).
+// check_gemm_fp8_args makes that every variant's rule, so a misaligned scale is one clear line.
 // C is passed as nullptr (beta = 0: never read). cuBLASLt 13.0 checks an in-place call (C == D)
 // against the descriptors; PyTorch (#167873) and XLA (#34912) pass a null C for FP8 since.
 #include <cublasLt.h>
@@ -192,9 +196,9 @@ std::string cublaslt_fp8_refusal(GemmShape s) {
         "newer; this GPU: {}.{})",
         major, minor);
   }
-  thread_local gpu100::DeviceBuffer<float> probe_scales(2);  // the heuristic sees non-null scales
+  thread_local gpu100::DeviceBuffer<float> probe_scales(8);  // the heuristic sees non-null scales
   std::lock_guard<std::mutex> lock(g_mutex);
-  return plan_for(s, probe_scales.data(), probe_scales.data() + 1).refused;
+  return plan_for(s, probe_scales.data(), probe_scales.data() + 4).refused;
 }
 
 void cublaslt_gemm_fp8(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t,

@@ -100,7 +100,8 @@ std::string wgmma_v10_fallback_note(GemmShape s);
 // FP8 and the only one wgmma reads FP8 in. scale_a and scale_b are single fp32 values in device
 // memory (per-tensor scales: the real matrices are scale x the e4m3 values). Accumulation in fp32;
 // C is written, never read. K must be a multiple of 16 (rows of whole 16-byte units, which TMA and
-// cuBLASLt need) and A, B^T 16-byte aligned; any M, N >= 1.
+// cuBLASLt need); A, B^T and both scales start on a 16-byte boundary (cuBLASLt refuses a scale 4
+// bytes past one: the same rule for every variant); any M, N >= 1.
 using GemmFp8Fn = void (*)(GemmShape, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t,
                            const float* scale_a, const float* scale_b, __nv_bfloat16* c,
                            cudaStream_t stream);

@@ -94,6 +94,9 @@ void check_gemm_fp8_args(GemmShape s, const void* a, const void* b_t, const floa
   if (!gpu100::aligned16(a) || !gpu100::aligned16(b_t)) {
     throw std::invalid_argument("gemm fp8: A and B^T must start on a 16-byte boundary");
   }
+  if (!gpu100::aligned16(scale_a) || !gpu100::aligned16(scale_b)) {
+    throw std::invalid_argument("gemm fp8: scale_a and scale_b must start on a 16-byte boundary");
+  }
 }
 
 Fp8Tensor quantize_e4m3(const std::vector<float>& x) {

@@ -132,7 +132,7 @@ struct Fp8Data {
   day04::Fp8Tensor a, b_t;
   std::vector<float> ref;
   gpu100::DeviceBuffer<__nv_fp8_e4m3> d_a, d_bt;
-  gpu100::DeviceBuffer<float> d_scales;  // scale_a, scale_b
+  gpu100::DeviceBuffer<float> d_scales;  // scale_a at 0, scale_b at 4 (16-byte aligned)
   gpu100::DeviceBuffer<__nv_bfloat16> d_c;
   gpu100::CompareResult sampled;
 };
@@ -145,11 +145,11 @@ Fp8Data make_fp8_data(day04::GemmShape s, uint64_t seed) {
       day04::transpose_host(gpu100::random_vector<float>(nb, seed + 2), s.k, s.n));
   f.d_a = gpu100::DeviceBuffer<__nv_fp8_e4m3>(na);
   f.d_bt = gpu100::DeviceBuffer<__nv_fp8_e4m3>(nb);
-  f.d_scales = gpu100::DeviceBuffer<float>(2);
+  f.d_scales = gpu100::DeviceBuffer<float>(8);
   f.d_c = gpu100::DeviceBuffer<__nv_bfloat16>(nc);
   f.d_a.upload(f.a.q);
   f.d_bt.upload(f.b_t.q);
-  f.d_scales.upload(std::vector<float>{f.a.scale, f.b_t.scale});
+  f.d_scales.upload(std::vector<float>{f.a.scale, 0, 0, 0, f.b_t.scale, 0, 0, 0});
   {
     gpu100::DeviceBuffer<float> aq(na), bq(nb), c(nc);
     aq.upload(day04::e4m3_to_float(f.a.q));
@@ -204,7 +204,7 @@ ResultRow gemm_fp8_row(const day04::GemmVariant& v, day04::GemmShape s, Fp8Data&
     row = run.measure(
         v.name, day04::to_string(v.precision), shape, [&] { f.d_c.poison(); },
         [&] {
-          v.fp8(s, f.d_a.data(), f.d_bt.data(), f.d_scales.data(), f.d_scales.data() + 1,
+          v.fp8(s, f.d_a.data(), f.d_bt.data(), f.d_scales.data(), f.d_scales.data() + 4,
                 f.d_c.data(), nullptr);
         },
         [&] {

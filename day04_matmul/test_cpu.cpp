@@ -119,7 +119,7 @@ TEST_CASE("gemm_fp8_cpu: a 2 x 2 x 2 product by hand, with the scales", "[cpu][f
   CHECK(day04::transpose_host({1, 2, 3, 4, 5, 6}, 2, 3) == std::vector<float>{1, 4, 2, 5, 3, 6});
 }
 
-TEST_CASE("FP8: K % 16 != 0, null scales and misaligned operands are refused with one line",
+TEST_CASE("FP8: K % 16 != 0, null scales, misaligned operands and scales are refused with one line",
           "[cpu][fp8]") {
   CHECK(day04::gemm_fp8_refusal({4096, 4096, 4096}).empty());
   CHECK(day04::gemm_fp8_refusal({1, 77, 16}).empty());  // M and N are free
@@ -128,7 +128,10 @@ TEST_CASE("FP8: K % 16 != 0, null scales and misaligned operands are refused wit
   CHECK(why.find("4112") != std::string::npos);  // the padded K it suggests
   CHECK(why.find('\n') == std::string::npos);
   alignas(16) unsigned char buf[64] = {};
-  const float scale = 1.f;
+  alignas(16) const float scales[8] = {1.f, 1.f};
+  const float& scale = scales[0];
+  CHECK_THROWS_AS(day04::check_gemm_fp8_args({2, 2, 16}, buf, buf, &scale, &scales[1], buf),
+                  std::invalid_argument);  // a scale 4 bytes past a 16-byte boundary
   CHECK_THROWS_AS(day04::check_gemm_fp8_args({2, 2, 24}, buf, buf, &scale, &scale, buf),
                   std::invalid_argument);
   CHECK_THROWS_AS(day04::check_gemm_fp8_args({2, 2, 16}, buf, buf, nullptr, &scale, buf),

@@ -207,20 +207,24 @@ TEST_CASE("every FP8 GEMM applies its per-tensor scales (inputs far from 1)", "[
   }
 }
 
-TEST_CASE("an FP8 GEMM refuses K % 16 != 0 and null scales before any launch", "[gpu][fp8]") {
+TEST_CASE("an FP8 GEMM refuses K % 16 != 0, null and misaligned scales before any launch",
+          "[gpu][fp8]") {
   GPU100_REQUIRE_GPU();
   gpu100::DeviceBuffer<__nv_fp8_e4m3> d_in(64 * 80);
-  gpu100::DeviceBuffer<float> d_scales(2);
+  gpu100::DeviceBuffer<float> d_scales(8);
   gpu100::DeviceBuffer<__nv_bfloat16> d_c(64 * 64);
   for (const auto& v : day04::gemm_variants()) {
     if (v.fp8 == nullptr) continue;
     INFO(v.name);
     CHECK_THROWS_AS(v.fp8({64, 64, 72}, d_in.data(), d_in.data(), d_scales.data(),
-                          d_scales.data() + 1, d_c.data(), nullptr),
+                          d_scales.data() + 4, d_c.data(), nullptr),
                     std::invalid_argument);
     CHECK_THROWS_AS(v.fp8({64, 64, 64}, d_in.data(), d_in.data(), nullptr, d_scales.data(),
                           d_c.data(), nullptr),
                     std::invalid_argument);
+    CHECK_THROWS_AS(v.fp8({64, 64, 64}, d_in.data(), d_in.data(), d_scales.data(),
+                          d_scales.data() + 1, d_c.data(), nullptr),
+                    std::invalid_argument);  // a scale 4 bytes past a 16-byte boundary
     CHECK_FALSE(v.refusal({64, 64, 72}).empty());
   }
   CHECK(cudaGetLastError() == cudaSuccess);
@@ -229,13 +233,13 @@ TEST_CASE("an FP8 GEMM refuses K % 16 != 0 and null scales before any launch", "
 TEST_CASE("an FP8 variant this build lacks is refused before any launch", "[gpu][fp8]") {
   GPU100_REQUIRE_GPU();
   gpu100::DeviceBuffer<__nv_fp8_e4m3> d_in(64 * 64);
-  gpu100::DeviceBuffer<float> d_scales(2);
+  gpu100::DeviceBuffer<float> d_scales(8);
   gpu100::DeviceBuffer<__nv_bfloat16> d_c(64 * 64);
   for (const auto& v : day04::gemm_variants()) {
     if (v.fp8 == nullptr || gpu100::build_has(v.needs)) continue;
     INFO(v.name);
     try {
-      v.fp8({64, 64, 64}, d_in.data(), d_in.data(), d_scales.data(), d_scales.data() + 1,
+      v.fp8({64, 64, 64}, d_in.data(), d_in.data(), d_scales.data(), d_scales.data() + 4,
             d_c.data(), nullptr);
       FAIL("no exception");
     } catch (const gpu100::ArchUnavailable& e) {

@@ -91,13 +91,13 @@ inline void check_fp8_variant(const day04::GemmVariant& v, day04::GemmShape s, u
   day04::gemm_fp8_cpu(s, a, b_t, ref.data());
 
   gpu100::DeviceBuffer<__nv_fp8_e4m3> d_a(a.q.size()), d_bt(b_t.q.size());
-  gpu100::DeviceBuffer<float> d_scales(2);
+  gpu100::DeviceBuffer<float> d_scales(8);  // scale_a at 0, scale_b at 4 (16-byte aligned)
   gpu100::DeviceBuffer<__nv_bfloat16> d_c(ref.size());
   d_a.upload(a.q);
   d_bt.upload(b_t.q);
-  d_scales.upload(std::vector<float>{a.scale, b_t.scale});
+  d_scales.upload(std::vector<float>{a.scale, 0, 0, 0, b_t.scale, 0, 0, 0});
   d_c.poison();
-  v.fp8(s, d_a.data(), d_bt.data(), d_scales.data(), d_scales.data() + 1, d_c.data(), nullptr);
+  v.fp8(s, d_a.data(), d_bt.data(), d_scales.data(), d_scales.data() + 4, d_c.data(), nullptr);
   CUDA_CHECK(cudaPeekAtLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
   const gpu100::Tolerance tol = day04::gemm_tolerance(v.precision, s.k, double(range) * range);
