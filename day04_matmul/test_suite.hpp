@@ -72,8 +72,19 @@ inline void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float
 // The FP8 shapes: K a multiple of 16 (the format's rule), M and N anything: 1, primes, one past
 // and one short of the 128 x 128 tile, K shorter than one 128-wide k-tile, K one 16 past 4096.
 inline const std::vector<day04::GemmShape> kFp8Shapes = {
-    {1, 1, 16},      {77, 77, 48},     {1, 4095, 64},    {4095, 1, 32},    {128, 128, 128},
-    {129, 257, 144}, {255, 200, 2048}, {77, 4095, 4112}, {4095, 77, 4112}, {256, 384, 4096}};
+    {1, 1, 16},
+    {77, 77, 48},
+    {1, 4095, 64},
+    {4095, 1, 32},
+    {128, 128, 128},
+    {129, 257, 144},
+    {255, 200, 2048},
+    {77, 4095, 4112},
+    {4095, 77, 4112},
+    {256, 384, 4096},
+    // 16 x 17 tiles: 72 blocks of 2 x 2, more than one per cluster of v15 (its persistent loop
+    // and its stages' phases carry from one block to the next), the last column of tiles alone
+    {2000, 2100, 160}};
 
 // Runs FP8 variant v on fresh inputs (random in [-range, range], quantised to e4m3 with their own
 // per-tensor scales) and compares with the CPU's exact product of the e4m3 values. C starts as
