@@ -115,9 +115,9 @@ void check_gemm_fp8_args(GemmShape s, const void* a, const void* b_t, const floa
 // two consumer warpgroups, the fp32 accumulator promoted every 128 of k (sm_90a).
 void gemm_v14_wgmma_fp8(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                         const float*, __nv_bfloat16*, cudaStream_t);
-// v15: v14 on 2 x 2 clusters, each half A box and half B^T box multicast by TMA to the partner
-// tile that needs it (half v14's L2 traffic), persistent (sm_90a).
-void gemm_v15_wgmma_fp8_cluster(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
+// v15: v14 with two wgmma accumulators, one k-tile's promotion overlapping the next k-tile's
+// products (sm_90a).
+void gemm_v15_wgmma_fp8_overlap(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                                 const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up

@@ -216,11 +216,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "of k; B given as B^T (TN)",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v14_wgmma_fp8, gemm_fp8_refusal},
-          {"v15_wgmma_fp8_cluster",
-           "v14 on 2 x 2 CTA clusters: half of each A and B^T box multicast by TMA to the partner "
-           "tile (half the L2 traffic), persistent",
+          {"v15_wgmma_fp8_overlap",
+           "v14 with two wgmma accumulators: a k-tile's promotion runs while the next k-tile's "
+           "products are on the tensor cores",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
-           gemm_v15_wgmma_fp8_cluster, gemm_fp8_refusal},
+           gemm_v15_wgmma_fp8_overlap, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,

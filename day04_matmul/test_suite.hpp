@@ -82,8 +82,8 @@ inline const std::vector<day04::GemmShape> kFp8Shapes = {
     {77, 4095, 4112},
     {4095, 77, 4112},
     {256, 384, 4096},
-    // 16 x 17 tiles: 72 blocks of 2 x 2, more than one per cluster of v15 (its persistent loop
-    // and its stages' phases carry from one block to the next), the last column of tiles alone
+    // 16 x 17 tiles, the last column of tiles alone; K = 160: two k-tiles, the second short
+    // (k-tile counts here run 1, 2, 3, 16, 32 and 33: odd and even, for v15's two accumulators)
     {2000, 2100, 160}};
 
 // Runs FP8 variant v on fresh inputs (random in [-range, range], quantised to e4m3 with their own
