@@ -119,6 +119,10 @@ void gemm_v14_wgmma_fp8(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, c
 // products (sm_90a).
 void gemm_v15_wgmma_fp8_overlap(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                                 const float*, __nv_bfloat16*, cudaStream_t);
+// v16: v15 persistent, one block per SM looping over the tiles, its producer running ahead into
+// the next tile (sm_90a).
+void gemm_v16_wgmma_fp8_persistent(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*,
+                                   const float*, const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
 // to 8 algorithms, times each with the project's timer and keeps the fastest. Throws

@@ -221,6 +221,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "products are on the tensor cores",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v15_wgmma_fp8_overlap, gemm_fp8_refusal},
+          {"v16_wgmma_fp8_persistent",
+           "v15 persistent: a block per SM loops over the tiles, the producer loading the next "
+           "tile during the current one's last k-tiles and epilogue",
+           P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
+           gemm_v16_wgmma_fp8_persistent, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,

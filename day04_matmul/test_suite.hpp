@@ -82,9 +82,11 @@ inline const std::vector<day04::GemmShape> kFp8Shapes = {
     {77, 4095, 4112},
     {4095, 77, 4112},
     {256, 384, 4096},
-    // 16 x 17 tiles, the last column of tiles alone; K = 160: two k-tiles, the second short
-    // (k-tile counts here run 1, 2, 3, 16, 32 and 33: odd and even, for v15's two accumulators)
-    {2000, 2100, 160}};
+    // more tiles than SMs (16 x 17 and 12 x 14), so that a persistent variant's blocks take
+    // several tiles each, with an even and an odd count of k-tiles (2 and 3, the last one short;
+    // the k-tile counts above run 1, 2, 3, 16, 32 and 33, for v15's two accumulators)
+    {2000, 2100, 160},
+    {1500, 1700, 272}};
 
 // Runs FP8 variant v on fresh inputs (random in [-range, range], quantised to e4m3 with their own
 // per-tensor scales) and compares with the CPU's exact product of the e4m3 values. C starts as
