@@ -123,9 +123,6 @@ void gemm_v15_wgmma_fp8_overlap(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_
 // the next tile (sm_90a).
 void gemm_v16_wgmma_fp8_persistent(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*,
                                    const float*, const float*, __nv_bfloat16*, cudaStream_t);
-// v17: v16 with the next tile's first products issued before this tile's epilogue (sm_90a).
-void gemm_v17_wgmma_fp8_epilogue_overlap(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*,
-                                         const float*, const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
 // to 8 algorithms, times each with the project's timer and keeps the fastest. Throws

@@ -226,11 +226,6 @@ const std::vector<GemmVariant>& gemm_variants() {
            "tile during the current one's last k-tiles and epilogue",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v16_wgmma_fp8_persistent, gemm_fp8_refusal},
-          {"v17_wgmma_fp8_epilogue_overlap",
-           "v16 with the next tile's first products issued before this tile's epilogue, so the "
-           "tensor cores work while the stores go out",
-           P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
-           gemm_v17_wgmma_fp8_epilogue_overlap, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,
