@@ -229,18 +229,20 @@ ResultRow gemm_fp8_row(const day04::GemmVariant& v, day04::GemmShape s, Fp8Data&
 // CPU would take minutes: it is timed at 1024^3 (or the problem, if smaller) and scaled by the
 // FLOP ratio, and its row says so. a and b: the fp32 inputs (M x K, K x N).
 double add_reference_rows(day04::GemmShape s, const float* a, const float* b, double fp32_peak,
-                          gpu100::ResultTable& table) {
+                          gpu100::ResultTable& table, bool peak_row) {
   const double flops = 2.0 * s.m * s.n * s.k;
   const day04::GemmShape cs{std::min(s.m, 1024), std::min(s.n, 1024), std::min(s.k, 1024)};
   std::vector<float> cpu_c(size_t(cs.m) * cs.n);
   const double cpu_small_ms =
       gpu100::time_host_ms([&] { day04::gemm_cpu(cs, 1.0, a, b, 0.0, cpu_c.data()); }, 1, false);
   const double cpu_ms = cpu_small_ms * flops / (2.0 * cs.m * cs.n * cs.k);
-  ResultRow peak = gpu100::make_row("fp32_fma_peak", "fp32", "FMA chains on every SM");
-  peak.tflops = fp32_peak;
-  peak.pct_of_ceiling = 100.0;
-  peak.verified = false;
-  table.add(peak);
+  if (peak_row) {
+    ResultRow peak = gpu100::make_row("fp32_fma_peak", "fp32", "FMA chains on every SM");
+    peak.tflops = fp32_peak;
+    peak.pct_of_ceiling = 100.0;
+    peak.verified = false;
+    table.add(peak);
+  }
   ResultRow cpu = gpu100::reference_row("cpu_reference", "fp64 acc",
                                         fmt::format("{}x{}x{}", s.m, s.n, s.k), cpu_ms, 0, flops);
   if (cpu_ms > cpu_small_ms) {
@@ -281,7 +283,7 @@ ResultRow gemm_row(const day04::GemmVariant& v, day04::GemmShape s, GemmData& g,
 }
 
 void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::DayRun& run,
-              std::string& verdict) {
+              std::string& verdict, bool peak_row = true) {
   const size_t na = size_t(s.m) * s.k, nb = size_t(s.k) * s.n, nc = size_t(s.m) * s.n;
   std::vector<const day04::GemmVariant*> chosen;
   bool any_fp8 = false, any_other = false;
@@ -306,7 +308,7 @@ void run_gemm(day04::GemmShape s, const Options& opt, double fp32_peak, gpu100::
   }
   const double cpu_ms =
       add_reference_rows(s, any_other ? g.a.data() : a32.data(),
-                         any_other ? g.b.data() : b32.data(), fp32_peak, run.table());
+                         any_other ? g.b.data() : b32.data(), fp32_peak, run.table(), peak_row);
   std::vector<ResultRow> rows;
   std::vector<const day04::GemmVariant*> ran;
   for (const auto* v : chosen) {
@@ -347,6 +349,10 @@ int run(int argc, char** argv) {
   args.add_flag("no-transpose", "skip the transpose part");
   args.add_flag("no-gemm", "skip the GEMM part");
   args.add_string("precision", "only the GEMM rows of this precision: fp32, tf32, bf16 or fp8", "");
+  args.add_flag("sweep",
+                "the GEMM at a size sweep instead of --m --n --k (no transpose): squares 1024 to "
+                "16384 and three transformer shapes (M x N x K 4096x14336x4096, 4096x4096x14336, "
+                "16384x6144x4096); pick the variants with --variant or --precision");
   args.add_common();
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
@@ -384,6 +390,20 @@ int run(int argc, char** argv) {
   fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now)\n\n", fp32_peak);
 
   std::string verdict;
+  if (args.get_flag("sweep")) {
+    // One row group per shape, every chosen variant at each (the sampled CPU check at each too).
+    const day04::GemmShape shapes[] = {
+        {1024, 1024, 1024},    {2048, 2048, 2048},  {4096, 4096, 4096},  {8192, 8192, 8192},
+        {16384, 16384, 16384}, {4096, 14336, 4096}, {4096, 4096, 14336}, {16384, 6144, 4096}};
+    bool first = true;
+    for (const auto& shape : shapes) {
+      fmt::print("GEMM {}x{}x{}\n", shape.m, shape.n, shape.k);
+      std::string shape_verdict;
+      run_gemm(shape, opt, fp32_peak, run, shape_verdict, first);
+      first = false;
+    }
+    return run.finish("day04_matmul_sweep", "the GEMM at 8 sizes");
+  }
   if (!args.get_flag("no-transpose")) run_transpose(int(tm), int(tn), opt, run, verdict);
   if (!args.get_flag("no-gemm")) {
     std::string gemm_verdict;

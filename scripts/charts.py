@@ -8,7 +8,8 @@ One chart per results file:
     run when the row has one (memory-bound kernels), else as the ratio to the library row it is
     compared with (x cuBLAS, x cuDNN, ...), else TFLOP/s;
   - a sweep (*_sweep.json): one line per variant, GB/s (or ms when there is no GB/s) against the
-    problem size, in the order the sizes were run.
+    problem size, in the order the sizes were run; a GEMM sweep (rows compared with a library)
+    shows each own variant's ratio to its library row instead.
 matplotlib is an optional dependency (scripts/setup.sh --charts installs Debian's
 python3-matplotlib); without it this script says so and exits 0, so nothing else depends on it.
 """
@@ -130,6 +131,12 @@ def sweep_chart(plt, data, out):
     key, ylabel = ("gbps", "GB/s") if use_gbps else ("ms", "median ms")
     if use_images:
         key, ylabel = "images/s", "images/s"
+    # A GEMM sweep: each own variant's ratio to its library row (x cuBLAS) per size.
+    use_ratio = not use_gbps and not use_images and any(
+        c.get("ratio_vs_library") is not None for c in rows)
+    if use_ratio:
+        rows = [c for c in rows if c.get("ratio_vs_library") is not None]
+        key, ylabel = "ratio_vs_library", "x library (own time over the library's: above 1 is faster)"
     shapes = []
     for c in rows:
         if c["shape"] not in shapes:
@@ -154,6 +161,8 @@ def sweep_chart(plt, data, out):
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels([re.sub(r"^n=", "", s.split()[0] if use_images else s) for s in shapes],
                        rotation=45, ha="right", fontsize=7)
+    if use_ratio:
+        ax.axhline(1.0, color="gray", linestyle="--", linewidth=1, label="the library")
     if key == "gbps" and data.get("ceiling_gbps"):
         ax.axhline(data["ceiling_gbps"], color="gray", linestyle="--", linewidth=1,
                    label="copy ceiling")

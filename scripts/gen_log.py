@@ -66,11 +66,20 @@ def header(data, json_path):
 
 
 def render_sweep(json_path):
-    """One row per shape, one column pair (ms, GB/s) per GPU variant: a size sweep at a glance."""
+    """One row per shape, a column group per GPU variant: a size sweep at a glance. Memory-bound
+    sweeps show ms, GB/s and % of the copy ceiling; sweeps without GB/s (GEMMs) show ms, TFLOP/s
+    and the ratio to the library row of the same shape."""
     data = json.loads((ROOT / json_path).read_text())
     variants, shapes, table = [], [], {}
+    cases = [c for c in data["cases"] if c["variant"] not in ("cpu_reference", "fp32_fma_peak")]
+    if cases and all(c.get("gbps") is None for c in cases):
+        cols = [("ms", "ms", "{:.4f}"), ("tflops", "TFLOP/s", "{:.1f}"),
+                ("ratio_vs_library", "x library", "{:.2f}")]
+    else:
+        cols = [("ms", "ms", "{:.4f}"), ("gbps", "GB/s", "{:.1f}"),
+                ("pct_of_ceiling", "% of ceiling", "{:.1f}%")]
     for case in data["cases"]:
-        if case["variant"] == "cpu_reference":
+        if case["variant"] in ("cpu_reference", "fp32_fma_peak"):
             continue
         if case["variant"] not in variants:
             variants.append(case["variant"])
@@ -78,13 +87,15 @@ def render_sweep(json_path):
             shapes.append(case["shape"])
         table[(case["shape"], case["variant"])] = case
     lines = [header(data, json_path), "",
-             "| shape | " + " | ".join(f"{v} ms | {v} GB/s | {v} % of ceiling" for v in variants) + " |",
-             "|---|" + "---:|" * (3 * len(variants))]
+             "| shape | " + " | ".join(f"{v} {title}" for v in variants for _, title, _ in cols) + " |",
+             "|---|" + "---:|" * (len(cols) * len(variants))]
     for shape in shapes:
         row = []
         for v in variants:
             c = table.get((shape, v), {})
-            row += [cell(c, "ms", "{:.4f}"), cell(c, "gbps", "{:.1f}"), cell(c, "pct_of_ceiling", "{:.1f}%")]
+            for key, _, fmt in cols:
+                value = c.get(key)
+                row.append("-" if value is None else fmt.format(value))
         lines.append(f"| {shape} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
