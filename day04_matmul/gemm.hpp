@@ -90,6 +90,13 @@ void gemm_v12_wgmma_ws_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_b
 // v13: v12 on clusters of 2 CTAs (vertically adjacent tiles) sharing B by TMA multicast.
 void gemm_v13_wgmma_cluster_bf16(GemmShape, float, const __nv_bfloat16*, const __nv_bfloat16*,
                                  float, float*, cudaStream_t);
+// v13's launcher with the order of its tile pairs: 0 row-major (v13), else bands of that many pair
+// rows, each band column by column (v17). Arguments as v13's, already checked by the caller.
+void gemm_v13_ordered(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                      float beta, float* c, cudaStream_t stream, int group);
+// v17: v13 with its tile pairs in grouped order (bands of 4 pair rows) (sm_90a).
+void gemm_v17_wgmma_grouped_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
+                                 const __nv_bfloat16* b, float beta, float* c, cudaStream_t stream);
 // v13's row note: how it ran a shape TMA cannot describe ("" for the others).
 std::string v13_row_note(GemmShape s);
 // v11's and v12's BF16 row note: such a shape runs v10 instead ("" for the others).
@@ -123,6 +130,9 @@ void gemm_v15_wgmma_fp8_overlap(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_
 // the next tile (sm_90a).
 void gemm_v16_wgmma_fp8_persistent(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*,
                                    const float*, const float*, __nv_bfloat16*, cudaStream_t);
+// v18: v16 with the tiles in grouped order (bands of 8 tile rows, each column by column) (sm_90a).
+void gemm_v18_wgmma_fp8_grouped(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
+                                const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
 // to 8 algorithms, times each with the project's timer and keeps the fastest. Throws

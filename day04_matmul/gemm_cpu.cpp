@@ -211,6 +211,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "traffic)",
            P::kBf16, nullptr, gemm_v13_wgmma_cluster_bf16, false, "cublas_bf16", A::kSm90a,
            v13_row_note},
+          {"v17_wgmma_grouped_bf16",
+           "v13 with its tile pairs in grouped order: bands of 4 pair rows, each column by column, "
+           "so the tiles in flight share rows of A and columns of B in L2",
+           P::kBf16, nullptr, gemm_v17_wgmma_grouped_bf16, false, "cublas_bf16", A::kSm90a,
+           v13_row_note},
           {"v14_wgmma_fp8",
            "FP8 e4m3: wgmma m64n128k32, TMA 6-stage producer/consumer, fp32 promotion every 128 "
            "of k; B given as B^T (TN)",
@@ -226,6 +231,12 @@ const std::vector<GemmVariant>& gemm_variants() {
            "tile during the current one's last k-tiles and epilogue",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v16_wgmma_fp8_persistent, gemm_fp8_refusal},
+          {"v18_wgmma_fp8_grouped",
+           "v16 with its tiles in grouped order: bands of 8 tile rows, each column by column, so "
+           "the "
+           "tiles in flight share rows of A and columns of B^T in L2",
+           P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
+           gemm_v18_wgmma_fp8_grouped, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,

@@ -34,7 +34,7 @@ namespace day04::wgmma_gemm {
 
 template <class Epilogue>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
-    gemm_v13_kernel(int m, int n, int k, const Epilogue epilogue,
+    gemm_v13_kernel(int m, int n, int k, int group, const Epilogue epilogue,
                     const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -52,6 +52,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
   const int num_pairs = tiles_n * pairs_m;  // one per cluster at a time
   const int num_ktiles = gpu100::ceil_div(k, kBK);
   const int cluster = blockIdx.x / 2, num_clusters = gridDim.x / 2;
+  // Pair p of vertically adjacent tiles as (pair row, tile column): row-major (group 0) or in
+  // bands of `group` pair rows (grouped_tile).
+  auto pair_tile = [&](int p) {
+    return group > 0 ? grouped_tile(p, pairs_m, tiles_n, group)
+                     : make_int2(p / tiles_n, p % tiles_n);
+  };
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -67,7 +73,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     if (tid == 256) {
       int it = 0;
       for (int p = cluster; p < num_pairs; p += num_clusters) {
-        const int row0 = ((p / tiles_n) * 2 + int(rank)) * kBM, col0 = (p % tiles_n) * kBN;
+        const int2 pt = pair_tile(p);
+        const int row0 = (pt.x * 2 + int(rank)) * kBM, col0 = pt.y * kBN;
         for (int t = 0; t < num_ktiles; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
@@ -92,7 +99,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     };
     int it = 0;
     for (int p = cluster; p < num_pairs; p += num_clusters) {
-      const int row0 = ((p / tiles_n) * 2 + int(rank)) * kBM, col0 = (p % tiles_n) * kBN;
+      const int2 pt = pair_tile(p);
+      const int row0 = (pt.x * 2 + int(rank)) * kBM, col0 = pt.y * kBN;
       float d[128];
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;
@@ -113,7 +121,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
   __syncwarp();    // the producer warp's lanes reconverge after thread 256's loop
   cluster_sync();  // the partner may still arrive on our barriers until here
 #else
-  (void)m, (void)n, (void)k, (void)epilogue, (void)map_a, (void)map_b;
+  (void)m, (void)n, (void)k, (void)group, (void)epilogue, (void)map_a, (void)map_b;
 #endif
 }
 
@@ -159,15 +167,16 @@ int v13_max_clusters() {
 }
 
 // A B (row-major bf16, M x K times K x N) through v13's main loop, each tile handed to `epilogue`.
-// The caller has checked the arguments, the build (sm_90a) and tma_bf16_ok(s, a, b).
+// The caller has checked the arguments, the build (sm_90a) and tma_bf16_ok(s, a, b). group: the
+// order of the tile pairs, 0 for row-major (v13), else bands of that many pair rows (v17).
 template <class Epilogue>
 void launch_v13(GemmShape s, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                const Epilogue& epilogue, cudaStream_t stream) {
+                const Epilogue& epilogue, cudaStream_t stream, int group = 0) {
   const int64_t pairs =
       int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
   const int clusters = static_cast<int>(std::min<int64_t>(pairs, v13_max_clusters<Epilogue>()));
   gemm_v13_kernel<Epilogue><<<2 * clusters, kThreadsWS, kSmemBytes, stream>>>(
-      s.m, s.n, s.k, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
+      s.m, s.n, s.k, group, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
       make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64));
   CUDA_CHECK_LAST();
 }

@@ -69,21 +69,27 @@ std::string v13_row_note(GemmShape s) {
          "buffers for the TMA (the copies are in the time)";
 }
 
-void gemm_v13_wgmma_cluster_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
-                                 const __nv_bfloat16* b, float beta, float* c,
-                                 cudaStream_t stream) {
-  check_gemm_args(s, a, b, c);
-  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v13_wgmma_cluster_bf16");
+// v13's launcher, with the order of its tile pairs (0: row-major) for v17 to reuse.
+void gemm_v13_ordered(GemmShape s, float alpha, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                      float beta, float* c, cudaStream_t stream, int group) {
   if (!wgmma_gemm::tma_bf16_ok(s, a, b)) {  // strides TMA cannot describe: stage A and B
     const int k8 = gpu100::round_up(s.k, 8), n8 = gpu100::round_up(s.n, 8);
     thread_local gpu100::DeviceBuffer<__nv_bfloat16> staged_a, staged_b;  // they only grow
     stage_padded(a, s.m, s.k, staged_a, s.m, k8, stream);
     stage_padded(b, s.k, s.n, staged_b, k8, n8, stream);
     wgmma_gemm::launch_v13(GemmShape{s.m, n8, k8}, staged_a.data(), staged_b.data(),
-                           wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream);
+                           wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream, group);
     return;
   }
-  wgmma_gemm::launch_v13(s, a, b, wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream);
+  wgmma_gemm::launch_v13(s, a, b, wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream, group);
+}
+
+void gemm_v13_wgmma_cluster_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
+                                 const __nv_bfloat16* b, float beta, float* c,
+                                 cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v13_wgmma_cluster_bf16");
+  gemm_v13_ordered(s, alpha, a, b, beta, c, stream, 0);
 }
 
 }  // namespace day04

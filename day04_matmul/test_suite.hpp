@@ -20,9 +20,21 @@ namespace day04_tests {
 // The last two are multiples of 4 but of no tile size: v8_cp_async's 16-byte
 // path with partial tiles, and K = 20, shorter than v8_cp_async's ring of stages.
 inline const std::vector<day04::GemmShape> kShapes = {
-    {1, 1, 1},       {33, 33, 33},    {1, 1000, 33},  {1000, 1, 17},  {127, 129, 257},
-    {128, 128, 128}, {257, 96, 1000}, {4097, 33, 64}, {65, 67, 2048}, {130, 260, 36},
-    {300, 264, 200}, {132, 68, 44},   {260, 136, 20}};
+    {1, 1, 1},
+    {33, 33, 33},
+    {1, 1000, 33},
+    {1000, 1, 17},
+    {127, 129, 257},
+    {128, 128, 128},
+    {257, 96, 1000},
+    {4097, 33, 64},
+    {65, 67, 2048},
+    {130, 260, 36},
+    {300, 264, 200},
+    {132, 68, 44},
+    {260, 136, 20},
+    // 12 x 5 tiles of 128 x 256: v17's grouped order in a band of 4 pair rows and a short one of 2
+    {1500, 1100, 96}};
 
 // Runs variant v on fresh inputs and compares with the double-precision CPU reference.
 // beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.

@@ -27,6 +27,20 @@ inline constexpr size_t kSmemBytes =
 // warpgroups), whose registers go to the consumers: (40 + 2 x 232) x 128 <= 64 K.
 inline constexpr int kThreadsWS = 384, kProducerRegs = 40, kConsumerRegs = 232;
 
+// The index-th output tile in grouped order, as (tile row, tile column): the tiles are walked in
+// bands of `group` tile rows, each band column by column, so that the tiles in flight at once (one
+// per block, in index order) share a few rows of A and a few columns of B, which then stay in L2.
+// In plain row-major order the blocks in flight span one or two rows of tiles and every column of
+// B, which at large N no longer fits in L2. (Triton's and CUTLASS's "grouped" or "swizzled"
+// rasterisation.)
+__device__ __forceinline__ int2 grouped_tile(int index, int tiles_m, int tiles_n, int group) {
+  const int per_band = group * tiles_n;
+  const int band = index / per_band, first_row = band * group;
+  const int rows = min(group, tiles_m - first_row);  // the last band may be shorter
+  const int local = index - band * per_band;
+  return make_int2(first_row + local % rows, local / rows);
+}
+
 // What differs between the two element types.
 struct Bf16 {
   using T = __nv_bfloat16;
