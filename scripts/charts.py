@@ -136,7 +136,7 @@ def sweep_chart(plt, data, out):
         c.get("ratio_vs_library") is not None for c in rows)
     if use_ratio:
         rows = [c for c in rows if c.get("ratio_vs_library") is not None]
-        key, ylabel = "ratio_vs_library", "x library (own time over the library's: above 1 is faster)"
+        key, ylabel = "ratio_vs_library", "x library (above 1: faster)"
     shapes = []
     for c in rows:
         if c["shape"] not in shapes:
