@@ -47,8 +47,8 @@ constexpr int kStageBytes = kABytes + kBBytes;
 constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment slack */ + 128;
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // (40 + 2 x 232) x 128 <= 64 K
 
-// One block per 128 x 128 output tile (blockIdx.x along N, blockIdx.y along M). Warpgroups 0 and
-// 1 consume (rows 64 wg .. 64 wg + 63 of the tile), warpgroup 2 produces.
+// One block per SM, looping over the 128 x 128 output tiles (tile blockIdx.x, then + gridDim.x,
+// ...). Warpgroups 0 and 1 consume (rows 64 wg .. 64 wg + 63 of the tile), warpgroup 2 produces.
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_v18_kernel(int m, int n, int k, const float* __restrict__ scale_a,
                     const float* __restrict__ scale_b, __nv_bfloat16* __restrict__ c,
