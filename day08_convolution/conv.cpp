@@ -12,6 +12,7 @@
 #include "common/cuda_check.hpp"
 #include "common/learner.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "conv_day.hpp"
 
 namespace day08 {
@@ -414,12 +415,13 @@ namespace {
 // splits the few tiles' work along GEMM_K (measured at N = 1: 0.124 ms for l1's 8 convolutions on
 // v12 against 0.102 on v10).
 bool v12_fills_gpu(const ConvShape& s) {
-  static const int sms = [] {
+  static gpu100::PerDevice<int> sms_per_gpu;
+  const int sms = sms_per_gpu.get([] {
     int dev = 0, n = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
-  }();
+  });
   const int64_t tiles = int64_t(s.n) * gpu100::ceil_div(s.p(), 8) * gpu100::ceil_div(s.q(), 8);
   return tiles >= 2 * 3 * int64_t(sms);
 }

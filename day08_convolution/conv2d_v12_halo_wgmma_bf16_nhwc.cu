@@ -331,7 +331,9 @@ void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stre
                (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
   }
   constexpr auto kKernel = conv2d_v12_kernel<Y, kNpqk>;
-  static const int resident = gpu100::resident_blocks(kKernel, T::kThreads, T::kSmemBytes);
+  static gpu100::PerDevice<int> resident_per_gpu;
+  const int resident = resident_per_gpu.get(
+      [] { return gpu100::resident_blocks(kKernel, T::kThreads, T::kSmemBytes); });
   const int blocks = int(std::min<int64_t>(tiles, std::max(1, resident / grp.count)));
   Maps maps;
   maps.x0 = halo_map(s, grp.op[0].x);

@@ -22,6 +22,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "conv_day.hpp"
 #include "implicit_gemm.cuh"
 #include "mma.cuh"
@@ -159,13 +160,14 @@ __global__ void __launch_bounds__(kThreads)
 
 template <bool kVecB>
 void launch(const igemm::Params& g, const ConvGroup<float>& grp, cudaStream_t stream) {
-  static bool configured = false;  // the opt-in to > 48 KB of shared memory, once per kernel
-  if (!configured) {
+  // The opt-in to > 48 KB of shared memory, once per kernel and GPU.
+  static gpu100::PerDevice<bool> configured;
+  configured.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(conv2d_implicit_gemm_tf32_kernel<kVecB>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(kSmemBytes)));
-    configured = true;
-  }
+    return true;
+  });
   const dim3 grid(gpu100::ceil_div(g.M, kBM), gpu100::ceil_div(g.s.k, kBN), grp.count);
   conv2d_implicit_gemm_tf32_kernel<kVecB><<<grid, kThreads, kSmemBytes, stream>>>(g, grp);
   CUDA_CHECK_LAST();

@@ -17,6 +17,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "conv_day.hpp"
 #include "filter2d.cuh"
 #include "filter2d_register_tile.cuh"
@@ -91,12 +92,13 @@ __global__ void __launch_bounds__(kF5Tx* kF5Ty)
 
 namespace {
 // f6's grid: the blocks that fit on the device at once (SMs x resident blocks per SM), computed
-// once per mask width and cached, together with the opt-in to more than 48 KB of dynamic shared
-// memory (set before the occupancy query, which depends on it). The cache is for the device that
-// is current at the first call, like the rest of the repository (one GPU per process).
+// once per mask width and GPU and cached, together with the opt-in to more than 48 KB of dynamic
+// shared memory (set before the occupancy query, which depends on it). The cache is for the device
+// that is current at each call: one query per GPU (gpu100::PerDevice).
 template <int R>
 int f6_resident_blocks() {
-  static const int blocks = [] {
+  static gpu100::PerDevice<int> per_gpu;
+  return per_gpu.get([] {
     const auto kernel = filter_pipelined_kernel<R>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     f6_smem_bytes<R>()));
@@ -106,8 +108,7 @@ int f6_resident_blocks() {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kF5Tx * kF5Ty,
                                                              f6_smem_bytes<R>()));
     return sms * std::max(per_sm, 1);
-  }();
-  return blocks;
+  });
 }
 }  // namespace
 

@@ -480,9 +480,9 @@ void check_launch(const char* name, const std::string& refusal, const ConvShape&
 }
 
 // The persistent launch: M x K in tiles of C's kBM x kBN, and as many blocks as fit on the GPU at
-// once (shared among the group's convolutions; gpu100::resident_blocks, asked once per kernel),
-// each looping over tiles; fewer when there are fewer tiles. Throws std::invalid_argument when the
-// tiles overflow a grid's int.
+// once (shared among the group's convolutions; gpu100::resident_blocks, asked once per kernel and
+// GPU), each looping over tiles; fewer when there are fewer tiles. Throws std::invalid_argument
+// when the tiles overflow a grid's int.
 struct PersistentGrid {
   int tiles_m, tiles_n;
   int resident;  // blocks per convolution of the group that fit on the GPU at once
@@ -490,7 +490,9 @@ struct PersistentGrid {
 };
 template <class C, auto kKernel>
 PersistentGrid persistent_grid(const char* name, int m, int k, int group_count) {
-  static const int resident = gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes);
+  static gpu100::PerDevice<int> resident_per_gpu;
+  const int resident = resident_per_gpu.get(
+      [] { return gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes); });
   PersistentGrid p;
   p.tiles_n = gpu100::ceil_div(k, C::kBN);
   p.tiles_m = gpu100::ceil_div(m, C::kBM);

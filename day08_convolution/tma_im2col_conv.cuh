@@ -18,6 +18,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "conv.hpp"
 #include "conv_day.hpp"
 #include "implicit_gemm_nhwc.cuh"
@@ -147,11 +148,13 @@ cudaLaunchConfig_t cluster_config(dim3 grid, int size, cudaStream_t stream,
 }
 
 // How many clusters of `size` blocks of kKernel fit on the GPU at once (its GPCs decide: a cluster
-// lives in one), for size 2, 4 and 8; asked once per kernel. The caller has raised the kernel's
-// dynamic shared memory (persistent_grid does).
+// lives in one), for size 2, 4 and 8; asked once per kernel and GPU. The caller has raised the
+// kernel's dynamic shared memory (persistent_grid does).
 template <class C, auto kKernel>
 int max_active_clusters(int size) {
-  static const std::array<int, wgmma_conv::kMaxClusterSplits + 1> clusters = [] {
+  using Counts = std::array<int, wgmma_conv::kMaxClusterSplits + 1>;
+  static gpu100::PerDevice<Counts> per_gpu;
+  const Counts clusters = per_gpu.get([] {
     std::array<int, wgmma_conv::kMaxClusterSplits + 1> n{};
     for (int sz = 2; sz <= wgmma_conv::kMaxClusterSplits; sz *= 2) {
       cudaLaunchAttribute attr;
@@ -159,7 +162,7 @@ int max_active_clusters(int size) {
       CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n[size_t(sz)], kKernel, &config));
     }
     return n;
-  }();
+  });
   return clusters[size_t(size)];
 }
 

@@ -14,6 +14,7 @@
 #include "common/cuda_check.hpp"
 
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "conv_day.hpp"
 #include "implicit_gemm.cuh"
 #include "mma.cuh"
@@ -234,18 +235,18 @@ __global__ void __launch_bounds__(kThreads, 1) fused_kernel(Params g, const Conv
   store_outputs(ms, g, tile0, k0, op, grp.relu);
 }
 
-// Host: the fused kernel (its shared memory opted in once per engine) on a group whose `w` are
-// the transformed filters U.
+// Host: the fused kernel (its shared memory opted in once per engine and GPU) on a group whose `w`
+// are the transformed filters U.
 template <class Engine>
 void launch_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
   const Params g = make_params(s);
-  static const bool opted_in = [] {
+  static gpu100::PerDevice<bool> opted_in;  // on every GPU the kernel runs on
+  opted_in.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(fused_kernel<Engine>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem_bytes<Engine>())));
     return true;
-  }();
-  (void)opted_in;
+  });
   const dim3 grid(static_cast<unsigned>(gpu100::ceil_div<int64_t>(g.tiles, kTiles)),
                   static_cast<unsigned>(g.kpad / kBK), static_cast<unsigned>(grp.count));
   fused_kernel<Engine><<<grid, kThreads, smem_bytes<Engine>(), stream>>>(g, grp);

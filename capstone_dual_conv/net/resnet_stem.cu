@@ -496,7 +496,9 @@ template <class T, int kC>
 void launch(const StemArgs& args, const T* w, T* y, cudaStream_t stream) {
   using C = StemConfig<T, kC>;
   constexpr auto kKernel = stem_pool_kernel<T, kC>;
-  static const int resident = gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes);
+  static gpu100::PerDevice<int> resident_per_gpu;
+  const int resident = resident_per_gpu.get(
+      [] { return gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes); });
   const int blocks = std::min(args.tiles, resident);
   kKernel<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(args, w, y);
   CUDA_CHECK_LAST();
