@@ -728,6 +728,36 @@ TEST_CASE("resnet: the forward replayed as a CUDA graph gives the eager forward'
     }
 }
 
+TEST_CASE("resnet: the network in two parts (a trunk each) and fc() give the whole one's bits",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const NetWeights wts = random_net_weights(Model::kMcResNet18, 9);
+  const int n = 3, h = 31, w = 45;
+  if (gpu100::test_sizes({int64_t(n) * 64 * h * w}).empty()) return;
+  const auto inputs = random_inputs(Model::kMcResNet18, n, h, w, 900);
+  const DeviceInputs in(inputs);
+  for (gpu100::Precision p : precisions_here()) {
+    INFO(gpu100::to_string(p));
+    Net whole(wts, p, Trunks::kSequential);
+    gpu100::DeviceBuffer<float> want(size_t(n) * 15), got(size_t(n) * 15);
+    whole.forward(in.ptrs, n, h, w, want.data());
+    Net rgb(wts, p, Trunks::kSequential, 0), depth(wts, p, Trunks::kSequential, 1);
+    CHECK(rgb.trunk_count() == 1);
+    // A part has no FC of its own: logits are refused, features only.
+    CHECK_THROWS_AS(rgb.forward({in.ptrs[0]}, n, h, w, got.data()), std::invalid_argument);
+    got.poison();
+    rgb.forward({in.ptrs[0]}, n, h, w, nullptr);
+    depth.forward_graph({in.ptrs[1]}, n, h, w, nullptr);  // a part replays as a graph too
+    rgb.fc({rgb.features(0), depth.features(0)}, n, got.data(), nullptr);
+    sync_check();
+    REQUIRE(gpu100::compare_exact(want.download(), got.download()).ok);
+    CHECK_THROWS_AS(rgb.fc({rgb.features(0)}, n, got.data(), nullptr), std::invalid_argument);
+  }
+  CHECK_THROWS_AS(Net(wts, gpu100::Precision::kFp32, Trunks::kSequential, 2),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(Net(wts, gpu100::Precision::kFp32, Trunks::kDual, 0), std::invalid_argument);
+}
+
 TEST_CASE("resnet: the layer profile times every step and counts every FLOP", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const NetWeights wts = random_net_weights(Model::kMcResNet18, 9);

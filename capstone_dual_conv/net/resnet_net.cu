@@ -143,14 +143,23 @@ gpu100::ArchNeed net_needs(gpu100::Precision precision) {
   return precision == gpu100::Precision::kFp32 ? gpu100::ArchNeed::kAny : gpu100::ArchNeed::kSm80;
 }
 
-Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
-    : model_(weights.model), precision_(precision), trunks_(trunks), classes_(weights.classes) {
+Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks, int only_trunk)
+    : model_(weights.model),
+      only_trunk_(only_trunk),
+      precision_(precision),
+      trunks_(trunks),
+      classes_(weights.classes) {
   check_net_weights(weights);
   gpu100::require_build(net_needs(precision_),
                         fmt::format("the {} network", gpu100::to_string(precision_)));
   const std::vector<int> channels = trunk_channels(model_);
-  if (channels.size() == 1 && trunks_ != Trunks::kSequential) {
-    throw std::invalid_argument("Net: a one-trunk model runs its trunk sequentially only");
+  model_trunks_ = int(channels.size());
+  if ((channels.size() == 1 || only_trunk_ >= 0) && trunks_ != Trunks::kSequential) {
+    throw std::invalid_argument("Net: a one-trunk model or part runs its trunk sequentially only");
+  }
+  if (only_trunk_ >= model_trunks_) {
+    throw std::invalid_argument(
+        fmt::format("Net: {} has no trunk {}", to_string(model_), only_trunk_));
   }
   // TF32 takes day08 v11 (fp32 NHWC, wgmma) where the GPU runs this build's sm_90a code and v11
   // takes every layer after the stem (the ResNet's channel counts always pass its rules).
@@ -171,8 +180,10 @@ Net::Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks)
       throw std::invalid_argument("Net: the bf16 network needs a ResNet-18 stem (7x7/2 and pool)");
     }
   }
-  for (size_t i = 0; i < channels.size(); ++i) {
-    trunk_.push_back(upload(resnet18_trunk(channels[i]), weights.trunks[i]));
+  for (int i = 0; i < model_trunks_; ++i) {
+    if (only_trunk_ < 0 || i == only_trunk_) {
+      trunk_.push_back(upload(resnet18_trunk(channels[i]), weights.trunks[i]));
+    }
   }
   fc_w_ = gpu100::DeviceBuffer<float>(weights.fc_w.size());  // [classes][512 x trunks]
   fc_w_.upload(weights.fc_w);
@@ -471,9 +482,14 @@ void Net::forward(const std::vector<const float*>& inputs, int n, int h, int w, 
 }
 
 void Net::check_io(const std::vector<const float*>& inputs, const float* logits) const {
-  if (inputs.size() != trunk_.size() || logits == nullptr ||
+  if (inputs.size() != trunk_.size() ||
       std::find(inputs.begin(), inputs.end(), nullptr) != inputs.end()) {
-    throw std::invalid_argument("network: one non-null input per trunk and a logits pointer");
+    throw std::invalid_argument("network: one non-null input per trunk");
+  }
+  if (only_trunk_ >= 0 && logits != nullptr) {
+    throw std::invalid_argument(
+        "network: a part (one trunk of the model) has no FC of its own: pass null logits and "
+        "call fc() with every trunk's features");
   }
 }
 
@@ -491,7 +507,7 @@ void Net::run(const std::vector<const float*>& inputs, int n, float* logits, cud
   } else {
     for (int t = 0; t < int(trunk_.size()); ++t) run_trunk(t, n, inputs, stream);
   }
-  fc(n, logits, stream);
+  if (logits != nullptr) fc(n, logits, stream);
 }
 
 void Net::forward_graph(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
@@ -542,6 +558,9 @@ std::string step_kind(const ConvSpec& s, bool stem) {
 
 std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs, int n, int h,
                                         int w, float* logits, int reps) {
+  if (only_trunk_ >= 0 || logits == nullptr) {
+    throw std::invalid_argument("Net::profile: the whole network, with a logits pointer");
+  }
   forward(inputs, n, h, w, logits, nullptr);  // plans, tunes and warms up
   const bool bf = precision_ == gpu100::Precision::kBf16;
   // The steps' kinds, FLOPs and bytes, in order.
@@ -609,11 +628,29 @@ std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs,
   return steps;
 }
 
-void Net::fc(int n, float* logits, cudaStream_t stream) {
-  FcFeatures feat{{nullptr, nullptr}, int(trunk_.size())};
-  for (size_t t = 0; t < trunk_.size(); ++t) {  // each trunk's pooled features: its last tensor
-    feat.trunk[t] = static_cast<const float*>(tensor(int(t), int(progs_[t].tensors.size()) - 1));
+const float* Net::features(int t) const {
+  if (t < 0 || t >= int(trunk_.size()) || plan_n_ == 0) {
+    throw std::invalid_argument("Net::features: no such trunk, or no forward yet");
   }
+  // Each trunk's pooled features are the last tensor of its program.
+  return static_cast<const float*>(tensor(t, int(progs_[t].tensors.size()) - 1));
+}
+
+void Net::fc(int n, float* logits, cudaStream_t stream) {
+  std::vector<const float*> feat;
+  for (int t = 0; t < int(trunk_.size()); ++t) feat.push_back(features(t));
+  fc(feat, n, logits, stream);
+}
+
+void Net::fc(const std::vector<const float*>& features, int n, float* logits, cudaStream_t stream) {
+  if (int(features.size()) != model_trunks_ || logits == nullptr || n < 1 ||
+      std::find(features.begin(), features.end(), nullptr) != features.end()) {
+    throw std::invalid_argument(fmt::format(
+        "Net::fc: one non-null feature pointer per trunk of the model ({}), logits and N >= 1",
+        model_trunks_));
+  }
+  FcFeatures feat{{nullptr, nullptr}, model_trunks_};
+  for (int t = 0; t < model_trunks_; ++t) feat.trunk[t] = features[t];
   const int64_t threads = int64_t(n) * classes_ * 32;
   fc_kernel<<<unsigned(gpu100::ceil_div<int64_t>(threads, kThreads)), kThreads, 0, stream>>>(
       feat, fc_w_.data(), fc_b_.data(), logits, n, classes_);

@@ -55,7 +55,10 @@ class Net {
   // Folds the BN of every convolution and uploads the weights in the precision's layout. Throws
   // std::invalid_argument for weights that do not match their model, and gpu100::ArchUnavailable
   // ("... needs an sm_80 build ...") for a precision this build has no code for on this GPU.
-  Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks);
+  // only_trunk >= 0 makes a part of the network: that trunk alone (trunks sequential), for
+  // running the trunks on different GPUs (multi_gpu/net_parallel.hpp). A part computes its
+  // trunk's features only; the FC, which needs every trunk's, is the caller's call to fc().
+  Net(const NetWeights& weights, gpu100::Precision precision, Trunks trunks, int only_trunk = -1);
   ~Net();
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
@@ -74,9 +77,10 @@ class Net {
   size_t prepare(int n, int h, int w);
   size_t arena_bytes() const { return arena_.bytes(); }
 
-  // inputs: one fp32 NCHW device pointer per trunk ([n, trunk_channels(model)[i], h, w]);
-  // logits: fp32 [n, classes] on the device. Plans first if the shape changed; asynchronous on
-  // `stream` (streams mode forks from it and joins back into it).
+  // inputs: one fp32 NCHW device pointer per trunk ([n, trunk_channels(model)[i], h, w]; a part
+  // takes its one trunk's); logits: fp32 [n, classes] on the device, or null for the trunks alone
+  // (their features, features(t), stay in the arena; a part must pass null). Plans first if the
+  // shape changed; asynchronous on `stream` (streams mode forks from it and joins back into it).
   void forward(const std::vector<const float*>& inputs, int n, int h, int w, float* logits,
                cudaStream_t stream = nullptr);
   // The same forward with its activations in the caller's `workspace` (arena_bytes_for(n, h, w)
@@ -108,7 +112,15 @@ class Net {
   std::vector<StepTime> profile(const std::vector<const float*>& inputs, int n, int h, int w,
                                 float* logits, int reps = 5);
 
+  // The pooled features of this Net's trunk t, fp32 [n, 512] in the arena, as the last forward
+  // (at the planned shape) left them. Overwritten by the next forward.
+  const float* features(int t) const;
+  // The FC alone: logits [n, classes] from one fp32 [n, 512] feature pointer per trunk of the
+  // model, in trunk order (for a part, its own features(0) and the other part's, copied here).
+  void fc(const std::vector<const float*>& features, int n, float* logits, cudaStream_t stream);
+
   int classes() const { return classes_; }
+  int trunk_count() const { return int(trunk_.size()); }  // 1 for a part
   Model model() const { return model_; }
   gpu100::Precision precision() const { return precision_; }
   Trunks trunks() const { return trunks_; }
@@ -164,6 +176,8 @@ class Net {
   void fc(int n, float* logits, cudaStream_t stream);
 
   Model model_;
+  int model_trunks_ = 1;  // the model's trunks: the FC reads 512 features from each
+  int only_trunk_ = -1;   // >= 0: a part of the network, that trunk alone
   gpu100::Precision precision_;
   Trunks trunks_;
   int classes_;
