@@ -5,12 +5,16 @@
 // Every row is checked against the CPU reference (double sums) on images 0 and N - 1 of the batch:
 // relative L2 error of their logits within 1e-4 (fp32), 5e-3 (TF32) or 3e-2 (bf16). "x CPU" is
 // the CPU reference's time for one image times N over the row's time.
+// --gpus N (a build with NCCL): bf16 over N GPUs (multi_gpu/), the batch split (--split batch) or
+// the trunks on two GPUs (--split trunks), against GPU 0 alone timed the same way.
 //
 // Run: build/capstone_dual_conv/capstone_mc_resnet18 [--model resnet18] [--batch 1,8,32]
 //      [--precision bf16] [--trunks dual] [--weights W.g100] [--input I.g100 --output O.g100]
+//      [--gpus 2 --split batch,trunks]
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -43,6 +47,9 @@ void declare_flags(gpu100::ArgParser& args) {
   args.add_string("precision", "fp32, tf32, bf16, comma-separated", "fp32,tf32,bf16");
   args.add_string("trunks", "sequential, streams, dual, comma-separated (MC-ResNet18)",
                   "sequential,streams,dual");
+  args.add_int("gpus", "run bf16 over this many GPUs through NCCL (the multi-GPU rows)", 1, 1, 64);
+  args.add_string(
+      "split", "with --gpus: batch (split over the GPUs), trunks (one per GPU), or both", "batch");
   args.add_flag("no-library", "leave out the cuDNN rows");
   args.add_flag("no-graph", "leave out the rows replayed as a CUDA graph");
   args.add_flag("layers",
@@ -57,8 +64,11 @@ void declare_flags(gpu100::ArgParser& args) {
 // The rows the flags select, in net_rows() order (every name checked before any GPU call).
 std::vector<std::string> select_rows(const gpu100::ArgParser& args, Model model,
                                      const std::vector<std::string>& variants) {
+  // --gpus: the multi-GPU rows of --split and their one-GPU baseline, bf16, and no other row.
+  const bool gpus = args.was_set("gpus") || args.was_set("split");
   std::vector<gpu100::Precision> precisions;
-  for (const auto& p : split(args.get_string("precision"))) {
+  for (const auto& p : split(gpus && !args.was_set("precision") ? std::string("bf16")
+                                                                : args.get_string("precision"))) {
     if (p == "fp32" || p == "tf32" || p == "bf16") {
       precisions.push_back(p == "fp32"   ? gpu100::Precision::kFp32
                            : p == "tf32" ? gpu100::Precision::kTf32
@@ -82,12 +92,43 @@ std::vector<std::string> select_rows(const gpu100::ArgParser& args, Model model,
     trunks = {Trunks::kSequential};
   }
   gpu100::check_known(variants, net_rows());
+  std::vector<Multi> splits;
+  for (const auto& s : split(args.get_string("split"))) {
+    if (s != "batch" && s != "trunks") {
+      throw gpu100::UsageError("unknown --split '" + s + "' (batch or trunks)");
+    }
+    splits.push_back(s == "batch" ? Multi::kBatch : Multi::kTrunks);
+  }
+  if (gpus) {
+    if (precisions.size() != 1 || precisions[0] != gpu100::Precision::kBf16) {
+      throw gpu100::UsageError("the multi-GPU rows (--gpus) are bf16: --precision bf16");
+    }
+    const bool trunk_split =
+        std::find(splits.begin(), splits.end(), Multi::kTrunks) != splits.end();
+    if (trunk_split && model != Model::kMcResNet18) {
+      throw gpu100::UsageError("--split trunks runs MC-ResNet18's two trunks on two GPUs");
+    }
+    if (trunk_split && args.get_int("gpus") != 2) {
+      throw gpu100::UsageError("--split trunks puts one trunk on each of 2 GPUs: --gpus 2");
+    }
+    if (!multi_gpu_built()) {
+      throw gpu100::UsageError(
+          "--gpus: this build has no multi-GPU rows (NCCL was not found when it was configured; "
+          "pip install nvidia-nccl-cu13 or set NCCL_ROOT, then configure again)");
+    }
+  }
   std::vector<std::string> rows;
   for (const NetRow& r : net_rows()) {
     const bool p = std::find(precisions.begin(), precisions.end(), r.precision) != precisions.end();
-    const bool t = r.library ? !args.get_flag("no-library")
-                   : r.graph ? !args.get_flag("no-graph")
-                             : std::find(trunks.begin(), trunks.end(), r.trunks) != trunks.end();
+    bool t = r.library ? !args.get_flag("no-library")
+             : r.graph ? !args.get_flag("no-graph")
+                       : std::find(trunks.begin(), trunks.end(), r.trunks) != trunks.end();
+    if (gpus) {  // the multi rows only: those of --split and the one-GPU baseline
+      t = r.multi == Multi::kOneGpu ||
+          std::find(splits.begin(), splits.end(), r.multi) != splits.end();
+    } else if (r.multi != Multi::kNone) {
+      t = false;
+    }
     if (gpu100::selected(variants, r.name) && (variants.empty() ? p && t : true)) {
       rows.push_back(r.name);
     }
@@ -116,7 +157,21 @@ NetOptions read_options(const gpu100::ArgParser& args) {
     throw gpu100::UsageError("--input sets N, H and W: leave out --batch, --h and --w");
   }
   opt.common = gpu100::CommonOptions::read(args);
+  opt.gpus = int(args.get_int("gpus"));
   opt.rows = select_rows(args, opt.model, opt.common.variants);
+  // The batch split needs an image per GPU at every batch size.
+  for (const NetRow& r : net_rows()) {
+    if (r.multi != Multi::kBatch ||
+        std::find(opt.rows.begin(), opt.rows.end(), r.name) == opt.rows.end()) {
+      continue;
+    }
+    for (int n : opt.batches) {
+      if (n < opt.gpus) {
+        throw gpu100::UsageError(fmt::format(
+            "--split batch: N={} over {} GPUs leaves a GPU without an image", n, opt.gpus));
+      }
+    }
+  }
   opt.named = opt.common.variants;
   if (args.was_set("precision")) {
     for (const NetRow& r : net_rows()) {
@@ -169,6 +224,16 @@ int run(int argc, char** argv) {
       net_flops(opt.model, images.h(), images.w(), wts.classes)));
   std::vector<float> logits;
   std::string verdict_extra;
+  // The multi-GPU rows' ranks (their NCCL communicators), made once: --gpus more GPUs than the
+  // machine has is one line here.
+  std::unique_ptr<MultiGpuRows> multi;
+  for (const NetRow& r : net_rows()) {
+    if (r.multi != Multi::kNone && !multi &&
+        std::find(opt.rows.begin(), opt.rows.end(), r.name) != opt.rows.end()) {
+      multi = std::make_unique<MultiGpuRows>(opt.gpus);
+      fmt::print("multi-GPU rows: {}\n", multi->describe());
+    }
+  }
   for (int n : opt.batches) {
     const size_t in_bytes = size_t(n) * images.h() * images.w() * sizeof(float) *
                             (opt.model == Model::kMcResNet18 ? 4 : 3);
@@ -184,8 +249,18 @@ int run(int argc, char** argv) {
     for (const NetRow& row : net_rows()) {
       if (std::find(opt.rows.begin(), opt.rows.end(), row.name) == opt.rows.end()) continue;
       const bool first = !opt.output.empty() && logits.empty();
-      rows.push_back(run_net_row(row, opt, wts, images, ptrs, n, run, opt.batches.size() == 1,
-                                 first ? &logits : nullptr));
+      if (row.multi != Multi::kNone) {
+        const ResultRow* one = nullptr;  // this batch's one-GPU baseline, when it ran
+        for (const ResultRow& done : rows) {
+          for (const NetRow& b : net_rows()) {
+            if (b.multi == Multi::kOneGpu && done.variant == b.name && done.ms) one = &done;
+          }
+        }
+        rows.push_back(multi->run(row, opt, wts, images, ptrs, n, opt.batches.size() == 1, one));
+      } else {
+        rows.push_back(run_net_row(row, opt, wts, images, ptrs, n, run, opt.batches.size() == 1,
+                                   first ? &logits : nullptr));
+      }
       const ResultRow& r = rows.back();
       fmt::print("  {} N={}: {}\n", r.variant, n,
                  r.ms ? fmt::format("{:.3f} ms, {}", *r.ms, r.ok ? "PASS" : "FAIL") : r.note);

@@ -69,9 +69,23 @@ const std::vector<NetRow>& net_rows() {
         {"cudnn_tf32", "cuDNN with tensor-op math on fp32 data (TF32)", Precision::kTf32,
          Trunks::kSequential, true},
         {"cudnn_bf16", "cuDNN bf16 NHWC", Precision::kBf16, Trunks::kSequential, true},
+        // --gpus N (multi_gpu/): bf16, each GPU replaying its network as a CUDA graph.
+        {"own_bf16_one_gpu",
+         "bf16 graph on GPU 0 alone, timed as the rows below are: their baseline", Precision::kBf16,
+         Trunks::kDual, false, true},
+        {"own_bf16_batch_gpus",
+         "bf16 graph on each of --gpus GPUs, the batch split, logits gathered to GPU 0 by NCCL",
+         Precision::kBf16, Trunks::kDual, false, true},
+        {"own_bf16_trunk_gpus",
+         "bf16 graphs, RGB trunk on GPU 0, depth trunk on GPU 1, features sent by NCCL",
+         Precision::kBf16, Trunks::kSequential, false, true},
     };
     // The own rows need what their precision's network needs; cuDNN brings its own kernels.
     for (NetRow& r : list) r.needs = r.library ? gpu100::ArchNeed::kAny : net_needs(r.precision);
+    const size_t n = list.size();
+    list[n - 3].multi = Multi::kOneGpu;
+    list[n - 2].multi = Multi::kBatch;
+    list[n - 1].multi = Multi::kTrunks;
     return list;
   }();
   return rows;
@@ -139,6 +153,8 @@ struct AnyNet {
   size_t arena_bytes() const { return own ? own->arena_bytes() : lib->arena_bytes(); }
 };
 
+}  // namespace
+
 // Images 0 and n - 1 against the CPU reference: relative L2 error of their logits over the
 // precision's bound; every image's logits must be finite (they were poisoned with NaN).
 gpu100::CompareResult check_logits(const std::vector<float>& got, int n, int classes,
@@ -160,8 +176,6 @@ gpu100::CompareResult check_logits(const std::vector<float>& got, int n, int cla
 std::string shape_label(int n, int h, int w) {
   return fmt::format("N={} {}x{}", n, h, w);
 }
-
-}  // namespace
 
 ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
                       Images& images, const std::vector<const float*>& ptrs, int n,

@@ -2,6 +2,7 @@
 // capstone_mc_resnet18's driver pieces (mc_resnet18.cpp is its main): the rows, the inputs, the
 // CPU reference of the checked images, and one row's check-then-time run.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,11 @@
 #include "resnet_net.hpp"
 
 namespace capstone::resnet {
+
+// How a row spreads over GPUs (--gpus, multi_gpu/net_parallel.hpp): not at all; GPU 0 alone,
+// timed as the multi-GPU rows are (their baseline); the batch split over the GPUs; the two trunks
+// on two GPUs.
+enum class Multi { kNone, kOneGpu, kBatch, kTrunks };
 
 // One row of the binary: the network on the curriculum's kernels in a precision and trunks mode,
 // or the library network (cuDNN convolutions, cuBLAS FC) in a precision.
@@ -25,6 +31,7 @@ struct NetRow {
   bool graph = false;
   // The GPU code the row needs: net_needs(precision) for the own rows; cuDNN brings its own.
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;
+  Multi multi = Multi::kNone;
 };
 const std::vector<NetRow>& net_rows();
 
@@ -37,6 +44,7 @@ struct NetOptions {
   // without their code refuses them (exit 2); the other rows it lacks are shown as not run.
   std::vector<std::string> named;
   std::string weights, input, output;
+  int gpus = 1;  // --gpus: the GPUs of the multi-GPU rows
   gpu100::CommonOptions common;
 };
 
@@ -73,6 +81,34 @@ class Images {
 gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
                               Images& images, const std::vector<const float*>& inputs, int n,
                               gpu100::DayRun& run, bool strict, std::vector<float>* logits_out);
+
+// Images 0 and n - 1 of `got` (logits [n, classes]) against the CPU reference: relative L2 error
+// over the precision's bound; every logit must be finite.
+gpu100::CompareResult check_logits(const std::vector<float>& got, int n, int classes,
+                                   Images& images, gpu100::Precision p);
+std::string shape_label(int n, int h, int w);  // "N=32 416x544"
+
+// The multi-GPU rows (multi_rows.cpp): the ranks and their NCCL communicators, made once for the
+// run. A build without NCCL has none: its constructor throws gpu100::UsageError.
+class MultiGpuRows {
+ public:
+  explicit MultiGpuRows(int gpus);
+  ~MultiGpuRows();
+  // Runs one row of Multi other than kNone at batch n: checks the logits against the CPU
+  // reference (images 0 and n - 1) and, for the batch and trunk rows, against GPU 0's own
+  // forward of the whole batch; times it with events across the GPUs. `one_gpu` is the kOneGpu
+  // row of this batch (the ratio's and the scaling's base), or null.
+  gpu100::ResultRow run(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
+                        Images& images, const std::vector<const float*>& inputs, int n, bool strict,
+                        const gpu100::ResultRow* one_gpu);
+  std::string describe() const;  // "2 GPUs, peer access: 0<->1"
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+// Whether this build has the multi-GPU rows (NCCL was found when it was configured).
+bool multi_gpu_built();
 
 // --layers: for each selected precision, sequential forwards of our network with an event
 // between steps (the median of 5 for each step), summed per layer kind: printed (count, ms, share

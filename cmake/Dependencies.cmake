@@ -71,3 +71,48 @@ else()
 endif()
 
 find_package(Python3 COMPONENTS Interpreter QUIET)
+
+# NCCL is optional: the capstone's multi-GPU paths (capstone_dual_conv/multi_gpu: the batch and
+# the trunks of MC-ResNet18 over several GPUs, and the all-reduce lesson) need it. It is looked for
+# in -DNCCL_ROOT=/path or the NCCL_ROOT environment variable, in the CUDA install, and in pip's
+# nvidia-nccl-cu13 wheel (site-packages/nvidia/nccl) of the Python interpreter. Without it those
+# paths are not built, and the configure step says so in one line.
+set(gpu100_nccl_hints ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT})
+if(Python3_Interpreter_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c
+                          "import nvidia.nccl as m; print(list(m.__path__)[0])"
+                  RESULT_VARIABLE gpu100_nccl_rc OUTPUT_VARIABLE gpu100_nccl_pip
+                  ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(gpu100_nccl_rc EQUAL 0)
+    list(APPEND gpu100_nccl_hints ${gpu100_nccl_pip})
+  endif()
+endif()
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${gpu100_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include)
+# The wheel ships libnccl.so.2 without the libnccl.so link.
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${gpu100_nccl_hints}
+             ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+set(GPU100_HAVE_NCCL OFF)
+if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h gpu100_nccl_version
+       REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+  string(REGEX REPLACE ".*MAJOR +([0-9]+).*MINOR +([0-9]+).*PATCH +([0-9]+).*" "\\1.\\2.\\3"
+         gpu100_nccl_version "${gpu100_nccl_version}")
+  # ncclBfloat16, ncclSend/ncclRecv, ncclCommAbort, ncclCommGetAsyncError and ncclGetLastError:
+  # 2.18 or newer (2023).
+  if(gpu100_nccl_version VERSION_LESS 2.18)
+    message(STATUS "gpu100: NCCL ${gpu100_nccl_version} is older than 2.18: the multi-GPU paths "
+                   "are not built")
+  else()
+    set(GPU100_HAVE_NCCL ON)
+    add_library(gpu100_nccl INTERFACE)
+    add_library(gpu100::nccl ALIAS gpu100_nccl)
+    target_include_directories(gpu100_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(gpu100_nccl INTERFACE ${NCCL_LIBRARY})
+    target_compile_definitions(gpu100_nccl INTERFACE GPU100_HAVE_NCCL=1)
+    message(STATUS "gpu100: NCCL ${gpu100_nccl_version} found: ${NCCL_LIBRARY}")
+  endif()
+else()
+  message(STATUS "gpu100: NCCL not found (optional; pip install nvidia-nccl-cu13 or set "
+                 "NCCL_ROOT): the multi-GPU paths are not built")
+endif()

@@ -49,6 +49,12 @@ for entry in "${runs[@]}"; do
     echo "bench_all: $build/$bin not built, skipped" >&2
     continue
   fi
+  # A line for several GPUs (--gpus N) runs only on a machine with N or more.
+  want=$(sed -nE 's/.*--gpus ([0-9]+).*/\1/p' <<<"$args")
+  if [ -n "$want" ] && [ "$want" -gt "$(nvidia-smi -L 2>/dev/null | wc -l)" ]; then
+    echo "bench_all: $name needs $want GPUs, this machine has $(nvidia-smi -L | wc -l): skipped" >&2
+    continue
+  fi
   echo "=== $name ($bin $args)"
   # shellcheck disable=SC2086
   if ! "$build/$bin" $args --json "$out/$name.json"; then

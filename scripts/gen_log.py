@@ -13,7 +13,10 @@ ending in " throughput" one row per variant with its images/s at each batch size
 " ladder", with a folder for PATH, one row per results file in it (in name order): the networks'
 best times at each step of their optimisation.
 " mcconv" renders scripts/benchmark_mcconv.py's file (the PyTorch model with and without the
-custom dual kernel, and the whole-network operator). For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check,
+custom dual kernel, and the whole-network operator). " gpus" renders capstone_mc_resnet18 --gpus
+(one row per multi-GPU row and batch: images/s, the speed-up over GPU 0 alone and the scaling
+efficiency) and " allreduce" capstone_allreduce (bus bandwidth per size, variant and type, and
+the rings against NCCL). For scripts/torch_mc_resnet18.py's file, " torch-checks" gives the logits cross-check,
 " torch-layers" cuDNN's time on each 3x3 layer alone, and " torch-<model>" PyTorch's images/s per
 mode and batch size.
 
@@ -30,8 +33,9 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("*/README.md"))
-BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| layers| ladder| torch-checks| mcconv| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+FILES = ["LOG.md", "README.md"] + sorted(str(p.relative_to(ROOT)) for p in
+                                        list(ROOT.glob("*/README.md")) + list(ROOT.glob("*/*/README.md")))
+BLOCK = re.compile(r"(<!-- results: (?P<path>[^ ]+)(?P<mode> sweep| throughput| layers| ladder| torch-checks| mcconv| gpus| allreduce| torch-[a-z0-9_]+)? -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 
 COLUMNS = [
     ("variant", "variant", "{}"),
@@ -221,6 +225,65 @@ def render_ladder(folder):
     return "\n".join(lines) + "\n"
 
 
+def render_gpus(json_path):
+    """capstone_mc_resnet18 --gpus: one row per multi-GPU row and batch size: GPUs, ms, images/s,
+    the speed-up over GPU 0 alone timed the same way, and (batch split) the scaling efficiency."""
+    data = json.loads((ROOT / json_path).read_text())
+    lines = [header(data, json_path), "",
+             "| row | batch | GPUs | ms | images/s | x GPU 0 alone | scaling | err/tol | check |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for c in data["cases"]:
+        if c["variant"] == "cpu_reference":
+            continue
+        m = c.get("metrics") or {}
+        def f(v, spec):
+            return "-" if v is None else spec.format(v)
+        lines.append(f"| {c['variant']} | {c['shape'].split()[0]} | {f(m.get('GPUs'), '{:.0f}')} | "
+                     f"{f(c.get('ms'), '{:.3f}')} | {f(m.get('images/s'), '{:,.0f}')} | "
+                     f"{f(c.get('ratio_vs_library'), '{:.2f}x')} | {f(m.get('scaling %'), '{:.1f}%')} | "
+                     f"{f(c.get('err_over_tol'), '{:.2f}')} | "
+                     f"{'-' if c.get('ok') is None else ('PASS' if c['ok'] else 'FAIL')} |")
+    notes = [f"- `{c['variant']}` at {c['shape'].split()[0]}: {c['note']}" for c in data["cases"]
+             if c.get("note")]
+    if notes:
+        lines += [""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def render_allreduce(json_path):
+    """capstone_allreduce: per element type, one row per size: each variant's bus bandwidth (GB/s,
+    as nccl-tests defines it) and the rings' ratio to NCCL in the same run."""
+    data = json.loads((ROOT / json_path).read_text())
+    cases = [c for c in data["cases"] if c["variant"] != "cpu_reference"]
+    variants = list(dict.fromkeys(c["variant"] for c in cases))
+    rings = [v for v in variants if any(c["variant"] == v and c.get("library") for c in cases)]
+    lines = [header(data, json_path), ""]
+    for prec in dict.fromkeys(c["precision"] for c in cases):
+        table = {(c["shape"], c["variant"]): c for c in cases if c["precision"] == prec}
+        shapes = list(dict.fromkeys(c["shape"] for c in cases if c["precision"] == prec))
+        lines += [f"**{prec}**", "",
+                  "| size | " + " | ".join(f"{v} busbw GB/s" for v in variants) + " | " +
+                  " | ".join(f"{v} x NCCL" for v in rings) + " | checks |",
+                  "|---|" + "---:|" * (len(variants) + len(rings)) + "---|"]
+        for shape in shapes:
+            cells, ratios, ok = [], [], True
+            for v in variants:
+                c = table.get((shape, v), {})
+                m = c.get("metrics") or {}
+                bw = m.get("busbw GB/s", c.get("gbps"))
+                cells.append("-" if bw is None or c.get("ms") is None else f"{bw:,.1f}")
+                ok = ok and c.get("ok", True) is not False
+            for v in rings:
+                r = table.get((shape, v), {}).get("ratio_vs_library")
+                ratios.append("-" if r is None else f"{r:.2f}")
+            lines.append(f"| {shape} | " + " | ".join(cells + ratios) + f" | {'PASS' if ok else 'FAIL'} |")
+        lines.append("")
+    notes = sorted({f"- `{c['variant']}`: {c['note']}" for c in cases if c.get("note")})
+    if notes:
+        lines += notes + [""]
+    return "\n".join(lines)
+
+
 def torch_header(data, json_path):
     return (f"Measured on {data['gpu']} with PyTorch {data['torch']} (CUDA {data['cuda']}, cuDNN "
             f"{data['cudnn']}), {data['timestamp']}, commit `{data['git']}`. Source: `{json_path}`.")
@@ -366,6 +429,10 @@ def regenerate(text):
             body = render_ladder(m.group("path"))
         elif mode == "mcconv":
             body = render_mcconv(m.group("path"))
+        elif mode == "gpus":
+            body = render_gpus(m.group("path"))
+        elif mode == "allreduce":
+            body = render_allreduce(m.group("path"))
         elif mode == "torch-checks":
             body = render_torch_checks(m.group("path"))
         elif mode == "torch-layers":
