@@ -125,6 +125,15 @@ gpu100::ResultRow MultiGpuRows::run(const NetRow& row, const NetOptions& opt, co
   r.ms = tm.median_ms, r.ms_min = tm.min_ms;
   gpu100::derive(r, 0, net_flops(opt.model, h, w, wts.classes) * n, 0, images.cpu_ms() * n, 0);
   r.metrics = {{"images/s", n / (tm.median_ms * 1e-3)}, {"GPUs", double(used)}};
+  if (trunks) {
+    // Each trunk's part alone on its GPU, timed the same way: the slower one is the floor of
+    // this row's time (the rest is the features' transfer and the FC).
+    for (int part = 0; part < 2; ++part) {
+      const double alone_ms =
+          ranks.time([&] { trunks->forward_part(part); }, t.warmup, t.iters).median_ms;
+      r.metrics.push_back({part == 0 ? "RGB trunk alone ms" : "depth trunk alone ms", alone_ms});
+    }
+  }
   if (one_gpu != nullptr && one_gpu->ms && !alone) {
     // "x library": GPU 0 alone's time over this row's; for the batch, the scaling efficiency is
     // that speed-up over the GPUs used.

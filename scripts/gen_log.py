@@ -230,8 +230,9 @@ def render_gpus(json_path):
     the speed-up over GPU 0 alone timed the same way, and (batch split) the scaling efficiency."""
     data = json.loads((ROOT / json_path).read_text())
     lines = [header(data, json_path), "",
-             "| row | batch | GPUs | ms | images/s | x GPU 0 alone | scaling | err/tol | check |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| row | batch | GPUs | ms | images/s | x GPU 0 alone | scaling | RGB / depth trunk alone ms | "
+             "err/tol | check |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in data["cases"]:
         if c["variant"] == "cpu_reference":
             continue
@@ -241,6 +242,7 @@ def render_gpus(json_path):
         lines.append(f"| {c['variant']} | {c['shape'].split()[0]} | {f(m.get('GPUs'), '{:.0f}')} | "
                      f"{f(c.get('ms'), '{:.3f}')} | {f(m.get('images/s'), '{:,.0f}')} | "
                      f"{f(c.get('ratio_vs_library'), '{:.2f}x')} | {f(m.get('scaling %'), '{:.1f}%')} | "
+                     f"{f(m.get('RGB trunk alone ms'), '{:.3f}')} / {f(m.get('depth trunk alone ms'), '{:.3f}')} | "
                      f"{f(c.get('err_over_tol'), '{:.2f}')} | "
                      f"{'-' if c.get('ok') is None else ('PASS' if c['ok'] else 'FAIL')} |")
     notes = [f"- `{c['variant']}` at {c['shape'].split()[0]}: {c['note']}" for c in data["cases"]

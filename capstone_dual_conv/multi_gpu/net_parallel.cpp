@@ -155,6 +155,13 @@ void TrunkParallel::prepare(const std::vector<const float*>& inputs, int n, int 
   });
 }
 
+void TrunkParallel::forward_part(int t) {
+  ranks_.on(t, [&] {
+    part_[t]->net->forward_graph({t == 0 ? rgb_input_ : part_[1]->images.data()}, n_, h_, w_,
+                                 nullptr, ranks_.stream(t));
+  });
+}
+
 void TrunkParallel::forward(float* logits) {
   // Both trunks at once, each replayed as its GPU's graph (features only: a part has no FC).
   ranks_.on(1, [&] {

@@ -58,6 +58,9 @@ class TrunkParallel {
   // One forward: GPU 0 its trunk and GPU 1 its trunk at once, GPU 1's features sent to GPU 0,
   // the FC there, into `logits` ([n, classes] on GPU 0). Asynchronous like BatchParallel's.
   void forward(float* logits);
+  // Trunk t's part alone on its GPU (its graph, features only): how long the slower part takes
+  // bounds the whole forward from below.
+  void forward_part(int t);
 
  private:
   struct Part;
