@@ -100,6 +100,9 @@ std::vector<std::string> select_rows(const gpu100::ArgParser& args, Model model,
     splits.push_back(s == "batch" ? Multi::kBatch : Multi::kTrunks);
   }
   if (gpus) {
+    if (!args.get_string("output").empty()) {
+      throw gpu100::UsageError("--output writes a one-GPU row's logits: leave out --gpus");
+    }
     if (precisions.size() != 1 || precisions[0] != gpu100::Precision::kBf16) {
       throw gpu100::UsageError("the multi-GPU rows (--gpus) are bf16: --precision bf16");
     }
