@@ -7,7 +7,6 @@
 #include <map>
 
 #include "common/errors.hpp"
-#include "dual_conv.hpp"
 #include "resnet_driver.hpp"
 
 #if GPU100_HAVE_NCCL
@@ -18,10 +17,6 @@
 namespace capstone::resnet {
 
 #if GPU100_HAVE_NCCL
-
-namespace {
-constexpr double kRowBudgetMs = 3000;  // timed repeats per row: about this long, at least 3
-}
 
 bool multi_gpu_built() {
   return true;
@@ -48,18 +43,12 @@ gpu100::ResultRow MultiGpuRows::run(const NetRow& row, const NetOptions& opt, co
   const int h = images.h(), w = images.w();
   gpu100::ResultRow r =
       gpu100::make_row(row.name, gpu100::to_string(row.precision), shape_label(n, h, w));
-  if (!gpu100::build_has(row.needs)) {
-    r.verified = false;
-    r.note = fmt::format("{} (this build: CMAKE_CUDA_ARCHITECTURES={})",
-                         gpu100::needs_text(row.needs), gpu100::build_architectures());
-    return r;
-  }
   const bool one_trunk = trunk_channels(opt.model).size() == 1;
   std::unique_ptr<Net> alone;
   std::unique_ptr<multi::BatchParallel> batch;
   std::unique_ptr<multi::TrunkParallel> trunks;
   int used = 1;  // the GPUs the row runs on
-  try {
+  const bool ready = prepare_row(r, row, strict, [&] {
     if (row.multi == Multi::kOneGpu) {
       alone = std::make_unique<Net>(wts, row.precision,
                                     one_trunk ? Trunks::kSequential : Trunks::kDual);
@@ -73,14 +62,8 @@ gpu100::ResultRow MultiGpuRows::run(const NetRow& row, const NetOptions& opt, co
       trunks->prepare(inputs, n, h, w);
       used = 2;
     }
-  } catch (const capstone::NotAvailable& e) {
-    r.verified = false, r.note = e.what();
-    return r;
-  } catch (const gpu100::UsageError& e) {
-    if (strict) throw;
-    r.verified = false, r.note = std::string("refused: ") + e.what();
-    return r;
-  }
+  });
+  if (!ready) return r;
   gpu100::DeviceBuffer<float> logits(size_t(n) * wts.classes);  // on GPU 0
   const auto launch = [&] {
     if (alone) {
@@ -117,10 +100,8 @@ gpu100::ResultRow MultiGpuRows::run(const NetRow& row, const NetOptions& opt, co
   }
   gpu100::set_check(r, cmp);
   // Timing: one forward to estimate, then repeats for about kRowBudgetMs.
-  gpu100::TimingOptions t = opt.common.timing;
   const double once = ranks.time(launch, 0, 1).median_ms;
-  t.iters = std::clamp(int(kRowBudgetMs / std::max(once, 1e-3)), std::min(3, t.iters), t.iters);
-  t.warmup = std::min(t.warmup, 2);
+  const gpu100::TimingOptions t = row_timing(opt.common.timing, once);
   const gpu100::Timing tm = ranks.time(launch, t.warmup, t.iters);
   r.ms = tm.median_ms, r.ms_min = tm.min_ms;
   gpu100::derive(r, 0, net_flops(opt.model, h, w, wts.classes) * n, 0, images.cpu_ms() * n, 0);

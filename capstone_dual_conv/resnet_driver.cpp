@@ -31,7 +31,6 @@ namespace capstone::resnet {
 namespace {
 using gpu100::Precision;
 using gpu100::ResultRow;
-constexpr double kRowBudgetMs = 3000;  // timed repeats per row: about this long, at least 3
 }  // namespace
 
 const std::vector<NetRow>& net_rows() {
@@ -177,20 +176,40 @@ std::string shape_label(int n, int h, int w) {
   return fmt::format("N={} {}x{}", n, h, w);
 }
 
+bool prepare_row(ResultRow& r, const NetRow& row, bool strict, const std::function<void()>& build) {
+  if (!gpu100::build_has(row.needs)) {
+    r.verified = false;
+    r.note = fmt::format("{} (this build: CMAKE_CUDA_ARCHITECTURES={})",
+                         gpu100::needs_text(row.needs), gpu100::build_architectures());
+    return false;
+  }
+  try {
+    build();
+  } catch (const capstone::NotAvailable& e) {
+    r.verified = false, r.note = e.what();
+    return false;
+  } catch (const gpu100::UsageError& e) {
+    if (strict) throw;
+    r.verified = false, r.note = std::string("refused: ") + e.what();
+    return false;
+  }
+  return true;
+}
+
+gpu100::TimingOptions row_timing(gpu100::TimingOptions t, double once_ms) {
+  t.iters = std::clamp(int(kRowBudgetMs / std::max(once_ms, 1e-3)), std::min(3, t.iters), t.iters);
+  t.warmup = std::min(t.warmup, 2);
+  return t;
+}
+
 ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights& wts,
                       Images& images, const std::vector<const float*>& ptrs, int n,
                       gpu100::DayRun& run, bool strict, std::vector<float>* logits_out) {
   const int h = images.h(), w = images.w();
   ResultRow r = gpu100::make_row(row.name, gpu100::to_string(row.precision), shape_label(n, h, w));
-  if (!gpu100::build_has(row.needs)) {
-    r.verified = false;
-    r.note = fmt::format("{} (this build: CMAKE_CUDA_ARCHITECTURES={})",
-                         gpu100::needs_text(row.needs), gpu100::build_architectures());
-    return r;
-  }
   const size_t free_before = gpu100::free_device_memory();
   AnyNet net;
-  try {
+  const bool ready = prepare_row(r, row, strict, [&] {
     if (row.library) {
       net.lib = std::make_unique<CudnnNet>(wts, row.precision);
     } else {
@@ -200,14 +219,8 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
       net.graph = row.graph;
     }
     net.plan(n, h, w);
-  } catch (const capstone::NotAvailable& e) {
-    r.verified = false, r.note = e.what();
-    return r;
-  } catch (const gpu100::UsageError& e) {
-    if (strict) throw;
-    r.verified = false, r.note = std::string("refused: ") + e.what();
-    return r;
-  }
+  });
+  if (!ready) return r;
   gpu100::DeviceBuffer<float> logits(size_t(n) * wts.classes);
   logits.poison();
   net.forward(ptrs, n, h, w, logits.data());
@@ -217,11 +230,8 @@ ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const NetWeights
   gpu100::set_check(r, check_logits(got, n, wts.classes, images, row.precision));
   // Timing: one forward to estimate, then repeats for about kRowBudgetMs.
   const auto launch = [&] { net.forward(ptrs, n, h, w, logits.data()); };
-  gpu100::TimingOptions t = opt.common.timing;
   const double one = run.time(launch, {0, 1, false, nullptr}).median_ms;
-  t.iters = std::clamp(int(kRowBudgetMs / std::max(one, 1e-3)), std::min(3, t.iters), t.iters);
-  t.warmup = std::min(t.warmup, 2);
-  const gpu100::Timing tm = run.time(launch, t);
+  const gpu100::Timing tm = run.time(launch, row_timing(opt.common.timing, one));
   r.ms = tm.median_ms, r.ms_min = tm.min_ms;
   const double flops = net_flops(opt.model, h, w, wts.classes) * n;
   gpu100::derive(r, 0, flops, 0, images.cpu_ms() * n, 0);

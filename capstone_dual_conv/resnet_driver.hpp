@@ -1,6 +1,7 @@
 #pragma once
 // capstone_mc_resnet18's driver pieces (mc_resnet18.cpp is its main): the rows, the inputs, the
 // CPU reference of the checked images, and one row's check-then-time run.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,6 +88,18 @@ gpu100::ResultRow run_net_row(const NetRow& row, const NetOptions& opt, const Ne
 gpu100::CompareResult check_logits(const std::vector<float>& got, int n, int classes,
                                    Images& images, gpu100::Precision p);
 std::string shape_label(int n, int h, int w);  // "N=32 416x544"
+
+// The start of every row's run: whether it can run at all. A build without the row's GPU code, or
+// a network the layer library does not have (NotAvailable), leaves `r` unrun with the reason as
+// its note; a shape `build` refuses (gpu100::UsageError: a batch over memory, ...) does the same,
+// or is rethrown when `strict` (one batch size: the refusal is the run's answer, exit 2). `build`
+// makes and plans the row's network(s).
+bool prepare_row(gpu100::ResultRow& r, const NetRow& row, bool strict,
+                 const std::function<void()>& build);
+// A row's timed repeats: about kRowBudgetMs of them from one run's time `once_ms`, at least 3 (or
+// the --iters asked for, if fewer), at most --iters; at most 2 warm-ups.
+constexpr double kRowBudgetMs = 3000;
+gpu100::TimingOptions row_timing(gpu100::TimingOptions t, double once_ms);
 
 // The multi-GPU rows (multi_rows.cpp): the ranks and their NCCL communicators, made once for the
 // run. A build without NCCL has none: its constructor throws gpu100::UsageError.
