@@ -40,9 +40,18 @@ struct PoolCase {
 // The trunk's 3x3/2 pad 1 at odd and tiny sizes, a 2x2/2 unpadded pool, and a 5x5/1 pad 2; C a
 // multiple of 8 (the bf16 pool's 16-byte path) and not.
 const std::vector<PoolCase> kCases = {
-    {1, 1, 1, 1, 3, 2, 1},   {2, 3, 7, 9, 3, 2, 1},   {1, 64, 209, 273, 3, 2, 1},
-    {3, 33, 1, 17, 3, 2, 1}, {2, 5, 8, 6, 2, 2, 0},   {1, 7, 11, 13, 5, 1, 2},
-    {1, 8, 1, 1, 3, 2, 1},   {2, 16, 9, 11, 3, 2, 1}, {3, 24, 6, 5, 2, 2, 0}};
+    {1, 1, 1, 1, 3, 2, 1},
+    {2, 3, 7, 9, 3, 2, 1},
+    {1, 64, 209, 273, 3, 2, 1},
+    {3, 33, 1, 17, 3, 2, 1},
+    {2, 5, 8, 6, 2, 2, 0},
+    {1, 7, 11, 13, 5, 1, 2},
+    {1, 8, 1, 1, 3, 2, 1},
+    {2, 16, 9, 11, 3, 2, 1},
+    {3, 24, 6, 5, 2, 2, 0},
+    // The last stage of MC-ResNet18 (512 channels, 13 x 17), and more images than a grid's y.
+    {2, 512, 13, 17, 3, 2, 1},
+    {70000, 1, 1, 2, 3, 2, 1}};
 
 void sync_check() {
   CUDA_CHECK(cudaPeekAtLastError());

@@ -6,7 +6,7 @@ PyTorch at the same work. Run where PyTorch and a GPU are (the H100), after buil
       [--binary build/capstone_dual_conv/capstone_mc_resnet18] [--skip-check] [--skip-timing]
       [--skip-compile] [--batches 1,8,32,64,128,256,512] [--resnet18-batches 1,4,8,16,32,64]
       [--compile-batches 1,32] [--compile-precisions bf16,tf32] [--layer-batch 32]
-      [--check-n 2] [--seed 1] [--iters 50] [--warmup 10]
+      [--check-n 2] [--seed 1] [--iters 50] [--warmup 10] [--models mc_resnet18,resnet18]
 
 1. Check (per model: mc_resnet18 at 416 x 544, resnet18 at 224 x 224): random weights
    (export_weights.randomize) and a random input batch (uniform [-1, 1]) are written as tensor
@@ -95,6 +95,15 @@ def parse_precisions(text):
     return values
 
 
+def parse_models(text):
+    models = [m for m in text.split(",") if m]
+    bad = [m for m in models if m not in ("mc_resnet18", "resnet18")]
+    if not models or bad:
+        raise argparse.ArgumentTypeError(
+            f"models are mc_resnet18 and resnet18, comma-separated (got {text!r})")
+    return models
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--binary", default="build/capstone_dual_conv/capstone_mc_resnet18")
@@ -107,6 +116,8 @@ def parse_args():
                    help="batches of the torch.compile mode (both models)")
     p.add_argument("--compile-precisions", type=parse_precisions, default="bf16,tf32",
                    help="precisions of the torch.compile mode (bf16, tf32, fp32)")
+    p.add_argument("--models", type=parse_models, default="mc_resnet18,resnet18",
+                   help="the models timed (mc_resnet18, resnet18; the check covers both)")
     p.add_argument("--layer-batch", type=int, default=32,
                    help="batch of the per-layer cuDNN timings (0: skip them)")
     p.add_argument("--check-n", type=int, default=2, help="batch of the logits check")
@@ -686,8 +697,10 @@ def main():
         write_json(args.out, results)
     if not (args.skip_timing and args.skip_compile):
         with torch.no_grad():
-            time_model(args, "mc_resnet18", args.batches, args.compile_batches, results)
-            time_model(args, "resnet18", args.resnet18_batches, args.compile_batches, results)
+            if "mc_resnet18" in args.models:
+                time_model(args, "mc_resnet18", args.batches, args.compile_batches, results)
+            if "resnet18" in args.models:
+                time_model(args, "resnet18", args.resnet18_batches, args.compile_batches, results)
     if args.layer_batch > 0:
         with torch.no_grad():
             time_layers(args, results)
