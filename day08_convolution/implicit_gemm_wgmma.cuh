@@ -47,11 +47,11 @@ using bf16 = __nv_bfloat16;
 
 // One tiling. T: the operands' element type (bf16, or float for TF32); kBN: filters per block
 // (the wgmma's N); kProducerThreads: the producer's threads (v9: a warpgroup, v10 and v11: one
-// warp).
-template <class T_, int kBN_, int kProducerThreads_>
+// warp); kStages: the pipeline's depth.
+template <class T_, int kBN_, int kProducerThreads_, int kStages_ = 4>
 struct Config {
   using T = T_;
-  static constexpr int kBM = 128, kBN = kBN_, kBK = 128 / int(sizeof(T)), kStages = 4;
+  static constexpr int kBM = 128, kBN = kBN_, kBK = 128 / int(sizeof(T)), kStages = kStages_;
   static constexpr int kConsumerWGs = 2, kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kProducerThreads = kProducerThreads_;
   static constexpr int kThreads = 128 * kConsumerWGs + kProducerThreads;
@@ -59,10 +59,11 @@ struct Config {
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr size_t kSmemBytes =
       size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024 /* alignment */;
-  // kBN = 64: 97 KB of shared memory and few enough registers that 2 blocks fit an SM, so one
-  // block's epilogue and pipeline fill overlap the other's main loop; kBN = 128: 129 KB, one block;
-  // kBN = 256: 193 KB, one block.
-  static constexpr int kMinBlocks = kBN == 64 ? 2 : 1;
+  // Two blocks per SM where their shared memory fits (kBN = 64 in 4 stages: 97 KB; kBN = 128 in 3
+  // stages: 97 KB), so one block's epilogue and pipeline fill overlap the other's main loop; kBN =
+  // 128 in 4 stages: 129 KB, one block; kBN = 256: 193 KB, one block.
+  static constexpr int kMinBlocks =
+      2 * (kStages * (kABytes + kBBytes) + 2048) <= 227 * 1024 ? 2 : 1;
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");

@@ -678,6 +678,17 @@ TEST_CASE("v10 and v11 with 256-filter tiles: K a multiple of 256 over many pixe
                 1900, false);
 }
 
+TEST_CASE("v10 and v11 in 3 stages, two blocks per SM: C >= 128 over many pixels matches the CPU",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // C >= 128 and more 128 x 128 tiles than an H100 has SMs (two blocks of this tiling fit each),
+  // so the launcher takes the 3-stage tiling (tma_im2col_conv.cuh): C = 136 (its last slab partly
+  // zero-filled) with K = 192 (the second filter tile half empty), and stride 2; odd H and W, the
+  // last pixel tile partial in both shapes.
+  check_v10_v11({make(1, 136, 91, 97, 192, 3, 3, 1, 1), make(8, 128, 97, 93, 128, 3, 3, 2, 1)},
+                2900, false);
+}
+
 namespace {
 
 // The fused layer form (y = relu(conv + bias + residual), NPQK) of v10 (bf16) and v11 (TF32)
