@@ -27,8 +27,9 @@
 // with one addition: where K is a multiple of 256 and the tiles fill half the GPU, a tile is 256
 // filters wide (m64n256), so each A row read from shared memory serves twice the filters
 // (tma_im2col_conv.cuh says when; measured 8-9% faster at the network's 256- and 512-filter
-// layers), and where C >= 128 and the 128-wide tiles fill the GPU, 3 pipeline stages instead of 4
-// so that two blocks share an SM (7% faster at the network's l2). (Ideas: the PTX ISA's im2col
+// layers), and in the fused layer form where C >= 128 and the 128-wide tiles fill the GPU, 3
+// pipeline stages instead of 4 so that two blocks share an SM (7% faster at the network's l2).
+// (Ideas: the PTX ISA's im2col
 // tensor mode and cuTensorMapEncodeIm2col; CUTLASS's Hopper implicit GEMM convolution, whose
 // producer issues im2col TMA copies.)
 #include <cuda_bf16.h>

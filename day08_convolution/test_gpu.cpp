@@ -678,17 +678,6 @@ TEST_CASE("v10 and v11 with 256-filter tiles: K a multiple of 256 over many pixe
                 1900, false);
 }
 
-TEST_CASE("v10 and v11 in 3 stages, two blocks per SM: C >= 128 over many pixels matches the CPU",
-          "[gpu]") {
-  GPU100_REQUIRE_GPU();
-  // C >= 128 and more 128 x 128 tiles than an H100 has SMs (two blocks of this tiling fit each),
-  // so the launcher takes the 3-stage tiling (tma_im2col_conv.cuh): C = 136 (its last slab partly
-  // zero-filled) with K = 192 (the second filter tile half empty), and stride 2; odd H and W, the
-  // last pixel tile partial in both shapes.
-  check_v10_v11({make(1, 136, 91, 97, 192, 3, 3, 1, 1), make(8, 128, 97, 93, 128, 3, 3, 2, 1)},
-                2900, false);
-}
-
 namespace {
 
 // The fused layer form (y = relu(conv + bias + residual), NPQK) of v10 (bf16) and v11 (TF32)
@@ -819,6 +808,21 @@ TEST_CASE("v10 and v11 workspace split-K: the same layers match the CPU, bit for
           "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's split-K");
   check_split_mode(day08::SplitKMode::kWorkspace, 2000);
+}
+
+TEST_CASE("v10 and v11 fused in 3 stages, two blocks per SM: C >= 128 over many pixels", "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's fused form");
+  // The fused layer form with C >= 128 and more 128 x 128 tiles than an H100 has SMs (two blocks
+  // of this tiling fit each), so the launcher takes the 3-stage tiling (tma_im2col_conv.cuh):
+  // C = 136 (its last slab partly zero-filled) with K = 192 (the second filter tile half empty),
+  // and stride 2 in a group of two convolutions; odd H and W, the last pixel tile partial in both.
+  // No split-K runs here (the tiles fill the GPU), whichever mode is passed.
+  const day08::ConvShape a = make(1, 136, 91, 97, 192, 3, 3, 1, 1);
+  const day08::ConvShape b = make(8, 128, 97, 93, 128, 3, 3, 2, 1);
+  check_fused_split<__nv_bfloat16>(a, 3100, true, false, day08::SplitKMode::kCluster);
+  check_fused_split<float>(a, 3200, false, false, day08::SplitKMode::kCluster);
+  check_fused_split<__nv_bfloat16>(b, 3300, false, true, day08::SplitKMode::kCluster);
+  check_fused_split<float>(b, 3400, true, true, day08::SplitKMode::kCluster);
 }
 
 TEST_CASE("v11 rejects C not a multiple of 4, a stride over 8 and unaligned x or w", "[gpu]") {
