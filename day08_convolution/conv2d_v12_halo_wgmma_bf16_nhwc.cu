@@ -228,13 +228,30 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           wgmma_m64n64k16_bf16_ss(d, desc_a + (a_off >> 4), desc_b + (b_off >> 4), 1);
         }
     commit();
+    // While the tensor cores work: the residual's 16-byte pieces this thread adds in the staged
+    // epilogue below (its 4 pixels, channels 8 c8 .. 8 c8 + 7), so their memory latency passes
+    // under the multiplies instead of coming, one load after another, between the stores.
+    const TilePos tp = tile_pos(a, t);
+    uint4 res[4];
+    const bool pre = kNpqk && a.staged && op.residual != nullptr && 8 * c8 < a.k;
+    if (pre) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int px = (tid % 128) / 8 + 16 * i;
+        const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
+        res[i] = make_uint4(0, 0, 0, 0);
+        if (p < a.p && q < a.q) {
+          res[i] = *reinterpret_cast<const uint4*>(
+              op.residual + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8);
+        }
+      }
+    }
     wait<0>();
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[ring]);  // the producer may refill the stage
 
     // ---- epilogue: d[4 j + 2 h + e] is row 16 w4 + gq + 8 h of the tile (output row 2 w4 + h,
     // column gq), filter 8 j + 2 tq + e ----
-    const TilePos tp = tile_pos(a, t);
     if constexpr (kNpqk) {
       if (a.staged) {
         // Through shared memory: the sums go in by the accumulator layout, come out 8 channels
@@ -266,7 +283,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
             for (int e = 0; e < 8; ++e) v[e] += bias8[e];
             nhwc::store8(op, grp.relu, ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8,
-                         v);
+                         v, pre ? &res[i] : nullptr);
           }
         }
         continue;

@@ -63,23 +63,34 @@ struct RscPos {
   }
 };
 
+// Two adjacent channels of an NPQK tensor as fp32: a float2, or a bf16x2 widened.
+__device__ __forceinline__ float2 load_pair(const float* p) {
+  return *reinterpret_cast<const float2*>(p);
+}
+__device__ __forceinline__ float2 load_pair(const __nv_bfloat16* p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+
 // The NPQK epilogue of v6, v9, v10 and v11 for one register pair: output pixel m, adjacent
 // channels k and k + 1 (K is even, so both exist when k < K): bias, residual and ReLU in fp32,
-// then one store of the pair (and one residual load): 4 bytes of bf16x2 (a quad's 4 lanes cover 16
-// contiguous bytes), or 8 bytes of float2 rounded to TF32 for fp32 outputs (v11's fused form; 32
-// bytes a quad). v9 and v10 store bf16 with gather_octet and store8 below where K % 8 == 0.
+// then one store of the pair (and one residual load, unless the caller passes the pair in res): 4
+// bytes of bf16x2 (a quad's 4 lanes cover 16 contiguous bytes), or 8 bytes of float2 rounded to
+// TF32 for fp32 outputs (v11's fused form; 32 bytes a quad). v9 and v10 store bf16 with
+// gather_octet and store8 below where K % 8 == 0.
 template <class Op>
 __device__ __forceinline__ void store_pair(const Op& op, bool relu, int64_t m, int k, int num_k,
-                                           float v0, float v1) {
+                                           float v0, float v1, const float2* res = nullptr) {
   const size_t o = size_t(m) * num_k + k;
   if (op.bias != nullptr) v0 += op.bias[k], v1 += op.bias[k + 1];
   using Y = std::remove_cv_t<std::remove_pointer_t<decltype(op.y)>>;
+  if (res != nullptr) {
+    v0 += res->x, v1 += res->y;
+  } else if (op.residual != nullptr) {
+    const float2 r = load_pair(op.residual + o);
+    v0 += r.x, v1 += r.y;
+  }
+  if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
   if constexpr (std::is_same_v<Y, float>) {
-    if (op.residual != nullptr) {
-      const float2 r = *reinterpret_cast<const float2*>(op.residual + o);
-      v0 += r.x, v1 += r.y;
-    }
-    if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
     // Stored rounded to TF32 (to nearest): the next layer's copies bring these bits unchanged and
     // its tensor cores would otherwise truncate them, a bias toward zero that compounds layer
     // after layer (conv.hpp).
@@ -88,12 +99,6 @@ __device__ __forceinline__ void store_pair(const Op& op, bool relu, int64_t m, i
     v1 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v1)) & ~0x1FFFu);
     *reinterpret_cast<float2*>(op.y + o) = make_float2(v0, v1);
   } else {
-    if (op.residual != nullptr) {
-      const float2 r =
-          __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(op.residual + o));
-      v0 += r.x, v1 += r.y;
-    }
-    if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
     *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
   }
 }
@@ -109,12 +114,13 @@ __device__ __forceinline__ void store_pair(const Op& op, bool relu, int64_t m, i
 // results/h100/profiles.txt): 2.88 to 2.57 ms, every v10 layer 11-25% faster (l2 0.653 to 0.580
 // ms): 4-byte pieces of 32-byte sectors made L2 move each output and residual sector twice.
 // 8 consecutive bf16 outputs from fp32 sums (bias already added) at element o of y: the
-// residual's 16 bytes added, ReLU, then one 16-byte store. o is a multiple of 8 and y and the
-// residual 16-byte aligned.
+// residual's 16 bytes added (res: already loaded by the caller, or nullptr to load them here),
+// ReLU, then one 16-byte store. o is a multiple of 8 and y and the residual 16-byte aligned.
 template <class Op>
-__device__ __forceinline__ void store8(const Op& op, bool relu, size_t o, float (&v)[8]) {
-  if (op.residual != nullptr) {
-    const uint4 rv = *reinterpret_cast<const uint4*>(op.residual + o);
+__device__ __forceinline__ void store8(const Op& op, bool relu, size_t o, float (&v)[8],
+                                       const uint4* res = nullptr) {
+  if (res != nullptr || op.residual != nullptr) {
+    const uint4 rv = res != nullptr ? *res : *reinterpret_cast<const uint4*>(op.residual + o);
     const uint32_t rw[4] = {rv.x, rv.y, rv.z, rv.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {

@@ -205,10 +205,12 @@ __device__ __forceinline__ size_t nkpq_offset(const nhwc::Params& g, int m) {
 // through here: the register epilogue (pairs, or groups gathered across a quad) and the cluster
 // reduction (groups). Filters past K are skipped (K is even: a pair is whole or absent). octets:
 // K % 8 == 0 and y and the residual 16-byte aligned, so a group of bf16 goes out as one 16-byte
-// store (nhwc::store8).
+// store (nhwc::store8). res: the residual of these filters, already loaded by the caller (a uint4
+// for a group of 8 with octets, a float2 for a pair), or nullptr to load it here.
 template <class Y, bool kNpqk, int kN, class Op>
 __device__ __forceinline__ void store_sums(const nhwc::Params& g, const Op& op, bool relu, int m,
-                                           size_t pixel, int k, float (&v)[kN], bool octets) {
+                                           size_t pixel, int k, float (&v)[kN], bool octets,
+                                           const void* res = nullptr) {
   static_assert(kN == 2 || kN == 8, "a register pair or a group of 8 filters");
   if constexpr (!kNpqk) {
     static_assert(std::is_same_v<Y, float>, "the day's variants write fp32");
@@ -228,14 +230,17 @@ __device__ __forceinline__ void store_sums(const nhwc::Params& g, const Op& op, 
 #pragma unroll
           for (int e = 0; e < 8; ++e) v[e] += op.bias[k + e];
         }
-        nhwc::store8(op, relu, size_t(m) * g.k + k, v);
+        nhwc::store8(op, relu, size_t(m) * g.k + k, v, static_cast<const uint4*>(res));
         return;
       }
     }
     // NPQK: the two filters of a pair are adjacent channels of one pixel.
 #pragma unroll
     for (int e = 0; e < kN; e += 2) {
-      if (k + e < g.k) nhwc::store_pair(op, relu, m, k + e, g.k, v[e], v[e + 1]);
+      if (k + e < g.k) {
+        nhwc::store_pair(op, relu, m, k + e, g.k, v[e], v[e + 1],
+                         res != nullptr ? static_cast<const float2*>(res) + e / 2 : nullptr);
+      }
     }
   }
 }
@@ -253,30 +258,72 @@ __device__ __forceinline__ void store_registers(const nhwc::Params& g, const Op&
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = m_base + 8 * h;
+        // The residual's 16-byte pieces two at a time, both loaded before their stores: half the
+        // memory latencies in a row (a store to y may alias the residual as far as the compiler
+        // knows, so it would not move a later load above it). Two, not all four or eight: the
+        // 3-stage tiling's 96 registers a thread hold no more (four spilled 116 bytes).
+        constexpr int kPre = 2;
+        const bool pre = op.residual != nullptr && m < g.M;
 #pragma unroll
-        for (int jj = 0; jj < kBN / 32; ++jj) {
-          float2 p[4];
+        for (int j0 = 0; j0 < kBN / 32; j0 += kPre) {
+          uint4 res[kPre];
+          if (pre) {
 #pragma unroll
-          for (int t = 0; t < 4; ++t) {
-            p[t] = make_float2(d[4 * (4 * jj + t) + 2 * h], d[4 * (4 * jj + t) + 2 * h + 1]);
+            for (int e = 0; e < kPre; ++e) {
+              const int k = k0 + 32 * (j0 + e) + 8 * tq;
+              res[e] = k < g.k ? *reinterpret_cast<const uint4*>(op.residual + size_t(m) * g.k + k)
+                               : make_uint4(0, 0, 0, 0);
+            }
           }
-          float v[8];
-          nhwc::gather_octet(p, tq, v);  // every lane, before the pixel test
-          if (m < g.M) store_sums<Y, kNpqk, 8>(g, op, relu, m, 0, k0 + 32 * jj + 8 * tq, v, true);
+#pragma unroll
+          for (int e = 0; e < kPre; ++e) {
+            const int jj = j0 + e;
+            float2 p[4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+              p[t] = make_float2(d[4 * (4 * jj + t) + 2 * h], d[4 * (4 * jj + t) + 2 * h + 1]);
+            }
+            float v[8];
+            nhwc::gather_octet(p, tq, v);  // every lane, before the pixel test
+            if (m < g.M) {
+              store_sums<Y, kNpqk, 8>(g, op, relu, m, 0, k0 + 32 * jj + 8 * tq, v, true,
+                                      pre ? &res[e] : nullptr);
+            }
+          }
         }
       }
       return;
     }
   }
+  // Pairs, 4 at a time with their residual pairs loaded first (as above).
+  constexpr int kChunk = 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int m = m_base + 8 * h;
     if (m >= g.M) continue;
     const size_t pixel = nkpq_offset(g, m);
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      float v[2] = {d[4 * j + 2 * h], d[4 * j + 2 * h + 1]};
-      store_sums<Y, kNpqk, 2>(g, op, relu, m, pixel, k0 + 8 * j + 2 * tq, v, false);
+    for (int j0 = 0; j0 < kBN / 8; j0 += kChunk) {
+      float2 res[kChunk];
+      bool pre = false;
+      if constexpr (kNpqk) {
+        pre = op.residual != nullptr;
+        if (pre) {
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) {
+            const int k = k0 + 8 * (j0 + e) + 2 * tq;
+            res[e] = k < g.k ? nhwc::load_pair(op.residual + size_t(m) * g.k + k)
+                             : make_float2(0.f, 0.f);
+          }
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < kChunk; ++e) {
+        const int j = j0 + e;
+        float v[2] = {d[4 * j + 2 * h], d[4 * j + 2 * h + 1]};
+        store_sums<Y, kNpqk, 2>(g, op, relu, m, pixel, k0 + 8 * j + 2 * tq, v, false,
+                                pre ? &res[e] : nullptr);
+      }
     }
   }
 }
