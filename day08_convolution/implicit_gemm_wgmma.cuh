@@ -399,26 +399,6 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
         wgmma_kstep<typename C::T, kBN>(d, da, db);
       }
       commit();
-      if constexpr (kNpqk && kSplit == SplitPath::kNone) {
-        // Two slabs before the tile's end, the residual's lines of this thread's two output rows
-        // are asked into L1 (prefetch: no register holds them), so that the epilogue's loads,
-        // which can take only two at a time (above), find them there rather than in L2.
-        if (t == (slabs.end - 2 > slabs.begin ? slabs.end - 2 : slabs.begin) &&
-            op.residual != nullptr) {
-          constexpr int kPerLine = 128 / int(sizeof(Y));
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int m = m0 + 64 * wg + 16 * w4 + gq + 8 * h;
-#pragma unroll
-            for (int li = 0; li < (kBN + kPerLine - 1) / kPerLine; ++li) {
-              const int k = k0 + li * kPerLine + tq * (kPerLine / 4);
-              if (m < g.M && k < g.k) {
-                asm volatile("prefetch.global.L1 [%0];\n" ::"l"(op.residual + size_t(m) * g.k + k));
-              }
-            }
-          }
-        }
-      }
       wait<1>();  // the previous slab's multiplies are done (this one's may still run)
       if (t > slabs.begin) release((it - 1) % kStages);
     }
