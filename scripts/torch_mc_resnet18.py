@@ -540,17 +540,24 @@ def read_previous(path):
 
 
 def merge_previous(old, results):
-    """--merge: what an earlier run wrote stays unless this run measured it again."""
+    """--merge: what an earlier run wrote stays unless this run measured it again. A kept check,
+    timing or layer row names the run it comes from ("from": that file's git and timestamp), since
+    the file's own git and timestamp are this run's."""
+    origin = {"git": old.get("git"), "timestamp": old.get("timestamp")}
+
+    def keep(rows):
+        return [{**r, "from": r.get("from", origin)} for r in rows]
+
     if not results["checks"]:
-        results["checks"] = old.get("checks", [])
+        results["checks"] = keep(old.get("checks", []))
         results["all_checks_pass"] = old.get("all_checks_pass")
     for key in ("flops_per_image",):
         results[key] = {**old.get(key, {}), **results[key]}
     if not results["layers"]:
-        results["layers"] = old.get("layers", [])
+        results["layers"] = keep(old.get("layers", []))
     redone = {(t["model"], t["mode"], t["batch"]) for t in results["timings"]}
     kept = [t for t in old.get("timings", []) if (t["model"], t["mode"], t["batch"]) not in redone]
-    results["timings"] = kept + results["timings"]
+    results["timings"] = keep(kept) + results["timings"]
 
 
 def write_json(path, results):
