@@ -1,6 +1,18 @@
 # Helpers shared by every day's CMakeLists.txt.
 
 option(GPU100_WERROR "Treat host and device compiler warnings as errors" OFF)
+option(GPU100_COMPILE_CHECK
+       "A compile-only check build (scripts/check_archs.sh): host-only library glue at -O1" OFF)
+
+# The GPU tests hold one lock, so that `ctest -j N` runs the CPU tests side by side but never two
+# GPU tests at once (they would share the GPU's memory).
+function(gpu100_test_lock_properties out label)
+  if(label STREQUAL "gpu")
+    set(${out} RESOURCE_LOCK gpu PARENT_SCOPE)
+  else()
+    set(${out} "" PARENT_SCOPE)
+  endif()
+endfunction()
 
 # Per-target flags, set with generator expressions (never directory-wide):
 #  - -lineinfo always, so compute-sanitizer and ncu can map SASS back to source lines;
@@ -36,9 +48,10 @@ function(gpu100_add_catch_test target)
   add_executable(${target} ${arg_SOURCES})
   target_link_libraries(${target} PRIVATE common::test ${arg_LIBS})
   gpu100_target_flags(${target})
+  gpu100_test_lock_properties(lock "${arg_LABEL}")
   catch_discover_tests(${target}
     TEST_PREFIX "${arg_PREFIX}."
-    PROPERTIES LABELS "${arg_LABEL}" ${GPU100_CATCH_SKIP_PROPERTIES})
+    PROPERTIES LABELS "${arg_LABEL}" ${lock} ${GPU100_CATCH_SKIP_PROPERTIES})
 endfunction()
 
 # gpu100_add_cli_test(<name> <target> EXIT <code[,code]> [REGEX <regex>] [LABEL cpu|gpu]
@@ -55,7 +68,8 @@ function(gpu100_add_cli_test name target)
            COMMAND ${CMAKE_COMMAND} -D "BIN=$<TARGET_FILE:${target}>" -D "ARGS=${args_joined}"
                    -D "EXPECT_EXIT=${arg_EXIT}" -D "EXPECT_REGEX=${arg_REGEX}"
                    -P ${PROJECT_SOURCE_DIR}/cmake/expect_exit.cmake)
-  set_tests_properties(${name} PROPERTIES LABELS "${arg_LABEL}")
+  gpu100_test_lock_properties(lock "${arg_LABEL}")
+  set_tests_properties(${name} PROPERTIES LABELS "${arg_LABEL}" ${lock})
   if(arg_SKIP_REGEX)
     set_tests_properties(${name} PROPERTIES SKIP_REGULAR_EXPRESSION "${arg_SKIP_REGEX}")
   endif()
