@@ -183,4 +183,4 @@ fi
 # --- 4. configure and build ------------------------------------------------------------------
 cmake --preset "$preset" "${extra[@]}"
 cmake --build --preset "$preset"
-say "done: run the tests with  ctest --test-dir $( [ "$preset" = release ] && echo build || echo build-$preset ) --output-on-failure -j 4"
+say "done: run the tests with  ctest --test-dir $( [ "$preset" = release ] && echo build || echo build-$preset ) --output-on-failure"
