@@ -29,9 +29,10 @@
 // (tma_im2col_conv.cuh says when; measured 8-9% faster at the network's 256- and 512-filter
 // layers), and in the fused layer form where C >= 128 and the 128-wide tiles fill the GPU, 3
 // pipeline stages instead of 4 so that two blocks share an SM (7% faster at the network's l2).
-// (Ideas: the PTX ISA's im2col
-// tensor mode and cuTensorMapEncodeIm2col; CUTLASS's Hopper implicit GEMM convolution, whose
-// producer issues im2col TMA copies.)
+// The fused form's epilogue loads the residual two 16-byte pieces ahead of their stores
+// (implicit_gemm_wgmma.cuh's store_registers). (Ideas: the PTX ISA's im2col tensor mode and
+// cuTensorMapEncodeIm2col; CUTLASS's Hopper implicit GEMM convolution, whose producer issues im2col
+// TMA copies.)
 #include <cuda_bf16.h>
 
 #include <string>
