@@ -113,6 +113,18 @@ CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4]
   return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
 }
 
+CUtensorMap make_tma_map_4d(const float* ptr, const long long (&dims)[4],
+                            const long long (&strides)[3], const int (&box)[4]) {
+  cuuint64_t d[4], st[3];
+  cuuint32_t b[4];
+  for (int i = 0; i < 4; ++i) {
+    d[i] = cuuint64_t(dims[i]);
+    b[i] = cuuint32_t(box[i]);
+  }
+  for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(float);
+  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, ptr, d, st, b, CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
 namespace {
 template <typename T>
 CUtensorMap im2col_nhwc(CUtensorMapDataType type, const T* ptr, int n, int h, int w, int c,

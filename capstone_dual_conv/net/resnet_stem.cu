@@ -9,12 +9,19 @@
 //
 // A block, per tile of kPH x kPW = 7 x 8 pool outputs, whose windows cover 15 x 17 stem outputs:
 //  1. It reads the input window the tile needs, (4 kPH + 7) x (4 kPW + 8) per channel, from fp32
-//     NCHW: a warp per window row, a lane per column, so a row's address is computed once, and the
-//     loads of several rows are in flight before their stores. (The window is unaligned and 1 or 3
-//     channels deep, which 16-byte copies cannot take.) It rounds the values to the MMA's type and
-//     parks them in shared memory, zeros outside the image (the convolution's padding). Only the
-//     tiles at an image's border check each element against it; the others (most of them) take
-//     a copy of the loop without those checks.
+//     NCHW, rounds the values to the MMA's type and parks them in shared memory, zeros outside the
+//     image (the convolution's padding). Two ways:
+//     - bf16 on a GPU that runs sm_90a code, where x's rows are whole 16-byte units: one TMA copy
+//       per tile brings the window (and 3 columns left of it: a copy must start on a 16-byte
+//       boundary) into one of two fp32 stages, zero-filled past the image's edges. The copy for
+//       the block's next tile is issued as this one starts, so it arrives during this tile's GEMM,
+//       and a pass over the stage converts it to bf16, 4 columns per thread. Nsight Compute on the
+//       RGB stem before this step: 390 of a warp's 1,208 instructions per tile were the loads'
+//       address and bounds arithmetic (results/h100/profiles.txt).
+//     - otherwise a warp per window row, a lane per column, so a row's address is computed once,
+//       and the loads of several rows are in flight before their stores. Only the tiles at an
+//       image's border check each element against it; the others take a copy of the loop without
+//       those checks.
 //  2. Implicit GEMM on mma.sync: M = the 255 stem outputs (and one spare row; neighbouring tiles
 //     share one row and column of them, computed twice), N = 64 channels, K = c x 7 x 8 taps (each
 //     filter row widened by a zero tap, so a bf16 pair of taps is one aligned 32-bit load). A warp
@@ -28,13 +35,14 @@
 //     computed once per thread), so the rows are placed where the pool wants them: in warp w < 7,
 //     the lanes of quad row g hold the 2 x 2 stem outputs (2w .. 2w + 1, 2g .. 2g + 1), the
 //     top-left corner of pool window (w, g), in their four accumulator rows (two m-tiles, two
-//     halves). Warp 7 holds the tile's last stem row and column, which only close windows. After
-//     ReLU each thread takes the maximum of its 2 x 2 block, and parks three partial maxima for its
+//     halves). Warp 7 holds the tile's last stem row and column, which only close windows. Each
+//     thread takes the maximum of its 2 x 2 block, and parks three partial maxima for its
 //     neighbours in shared memory: its left column (for the window to its left), its top row (for
 //     the window above) and its top-left output (for the window up and to the left). One barrier,
-//     three 32-byte reads, and a window's 9 outputs are reduced. Stem outputs outside the image
-//     count as 0: after the ReLU every window's maximum is >= 0, so a 0 never changes it (the
-//     pool's padding; every window holds at least one real output).
+//     three 32-byte reads, and a window's 9 outputs are reduced. The ReLU comes last, once per
+//     window: the ReLU of a maximum is the maximum of the ReLUs. Stem outputs outside the image
+//     count as 0, which leaves a window's ReLU'd maximum unchanged (the pool's padding; every
+//     window holds at least one real output); only the tiles at an image's border set any.
 //  4. The store: a thread holds 2 channels of each 8, so the 4 lanes of a quad exchange their
 //     pairs with shuffles and each stores whole 16-byte pieces of the pool output's row (bf16), or
 //     32-byte rows of 8 channels per quad (TF32's 8-byte pairs).
@@ -44,6 +52,7 @@
 //
 // Gathering a first layer's A fragments from a staged input window is the idea behind CUTLASS's
 // "few channels" and "fixed channels" convolution iterators; this code is written from that idea.
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -53,6 +62,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/arch.cuh"
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/half.hpp"
@@ -60,6 +70,12 @@
 #include "common/occupancy.hpp"
 #include "mma.cuh"
 #include "resnet_stem.hpp"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+#if !GPU100_SM90A_CODE
+#pragma nv_diag_suppress 177  // this target compiles the TMA copies out, leaving their constants
+#endif
 
 namespace capstone::resnet {
 
@@ -113,6 +129,14 @@ struct StemConfig {
   static constexpr size_t kPartBytes = size_t(3) * kPos * kPosBytes;
   static constexpr size_t kBiasBytes = kStemK * sizeof(float);
   static constexpr size_t kSmemBytes = kInBytes + kWBytes + kPartBytes + kBiasBytes;
+  // The TMA path (bf16, sm_90a): the fp32 window comes by one tensor copy per tile, issued a tile
+  // ahead into one of two fp32 stages, then is converted into in_s. A copy's first column must
+  // lie on a 16-byte boundary of x: it starts kShift = 3 columns left of the window (the window
+  // starts at 4 q0 - 5 for the tile's first pool column q0) and is kStageTW = kTW + 4 wide.
+  static constexpr int kShift = 3, kStageTW = kTW + 4;
+  static constexpr size_t kStageBytes =
+      (size_t(kC) * kTH * kStageTW * sizeof(float) + 127) / 128 * 128;  // 128-byte boundaries
+  static constexpr size_t kTmaSmemBytes = 128 + 2 * kStageBytes + kSmemBytes + 2 * sizeof(uint64_t);
   // The input window's rows (channel, row) per warp, loaded in batches of kBatchRows.
   static constexpr int kWarpRows = (kC * kTH + kWarps - 1) / kWarps;
   static constexpr int kBatchRows = kWarpRows > 7 ? (kWarpRows + 1) / 2 : kWarpRows;
@@ -121,6 +145,8 @@ struct StemConfig {
   static_assert(32 * kWarps >= kM, "every stem output of the tile has a GEMM row");
   static_assert(kNT / 8 * 2 * int(sizeof(T)) == kLaneBytes, "a lane's pairs of a pass: 32 bytes");
   static_assert(kSmemBytes <= 99 * 1024, "fits the 99 KiB of a block on sm_86 and sm_89");
+  static_assert(!kBf16 || 2 * kTmaSmemBytes <= 227 * 1024, "two blocks per SM on sm_90");
+  static_assert(kTW % 4 == 0, "the window's rows convert 4 columns at a time");
   static_assert(kInBytes % 16 == 0 && kWBytes % 16 == 0 && kPartBytes % 16 == 0,
                 "16-byte aligned parts");
   static_assert(kTW <= 64, "two loads per lane cover a window row");
@@ -202,6 +228,20 @@ __device__ __forceinline__ void max_into(Pairs& a, const Pairs& b) {
     }
   }
 }
+// The ReLU, in place.
+template <class T>
+__device__ __forceinline__ void relu_into(Pairs& a) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      const __nv_bfloat162 m =
+          __hmax2(*reinterpret_cast<const __nv_bfloat162*>(&a.w[i]), __float2bfloat162_rn(0.f));
+      a.w[i] = *reinterpret_cast<const uint32_t*>(&m);
+    } else {
+      a.w[i] = __float_as_uint(fmaxf(__uint_as_float(a.w[i]), 0.f));
+    }
+  }
+}
 __device__ __forceinline__ void park(unsigned char* slot, const Pairs& p) {
   reinterpret_cast<uint4*>(slot)[0] = make_uint4(p.w[0], p.w[1], p.w[2], p.w[3]);
   reinterpret_cast<uint4*>(slot)[1] = make_uint4(p.w[4], p.w[5], p.w[6], p.w[7]);
@@ -237,9 +277,9 @@ __device__ __forceinline__ void transpose4(uint32_t (&x)[4], int t) {
 struct StemArgs {
   const float* x;  // fp32 NCHW
   const float* bias;
-  int h, w;    // input
-  int oh, ow;  // stem output
-  int P, Q;    // pool output
+  int n, h, w;  // input
+  int oh, ow;   // stem output
+  int P, Q;     // pool output
   int tiles_p, tiles_q, tiles;
 };
 
@@ -285,15 +325,38 @@ __device__ __forceinline__ void load_window(const float* xi, T* in_s, int h, int
   }
 }
 
-template <class T, int kC>
+// The tile's first input row and column (in the padding at an image's top and left border).
+template <class C>
+__device__ __forceinline__ void tile_origin(const StemArgs& a, int tile, int& img, int& p0, int& q0,
+                                            int& ih0, int& iw0) {
+  const int tq = tile % a.tiles_q, tp = (tile / a.tiles_q) % a.tiles_p;
+  img = tile / (a.tiles_q * a.tiles_p);
+  p0 = tp * C::kPH, q0 = tq * C::kPW;                      // the tile's first pool output
+  ih0 = 2 * (2 * p0 - 1) - 3, iw0 = 2 * (2 * q0 - 1) - 3;  // 2 x its first stem output - 3
+}
+
+// kTma: the window comes by TMA (sm_90a code only; the host launches this form where the GPU runs
+// it and the input's rows are whole 16-byte units), else by load_window.
+template <class T, int kC, bool kTma>
 __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>::kMinBlocks)
-    stem_pool_kernel(StemArgs a, const T* __restrict__ wt, T* __restrict__ y) {
+    stem_pool_kernel(StemArgs a, const T* __restrict__ wt, T* __restrict__ y,
+                     const __grid_constant__ CUtensorMap xmap) {
   // Compiled for every target; in code for GPUs older than sm_80 the mma.sync and cvt.tf32
   // wrappers trap (day04's mma.cuh), and the host refuses the launch first (require_build).
   using C = StemConfig<T, kC>;
   constexpr int kNT = C::kNT;
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  static_assert(!kTma || C::kBf16, "the TMA form is bf16's");
+  // The TMA path's two stages first, from a 128-byte boundary; then the layout both paths share.
+  unsigned char* stage_s = smem_raw;
+  unsigned char* smem = smem_raw;
+  if constexpr (kTma) {
+    stage_s = smem_raw + (128 - mma::smem_addr(smem_raw) % 128) % 128;
+    smem = stage_s + 2 * C::kStageBytes;
+  }
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + C::kSmemBytes);  // kTma: one per stage
   T* in_s = reinterpret_cast<T*>(smem);
+  auto stage = [&](int st) { return reinterpret_cast<float*>(stage_s + st * C::kStageBytes); };
   T* w_s = reinterpret_cast<T*>(smem + C::kInBytes);
   unsigned char* part_s = smem + C::kInBytes + C::kWBytes;
   float* bias_s = reinterpret_cast<float*>(smem + C::kSmemBytes - C::kBiasBytes);
@@ -307,6 +370,29 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
         __ldg(reinterpret_cast<const uint4*>(wt + size_t(row) * C::kKP) + chunk);
   }
   if (tid < kStemK) bias_s[tid] = __ldg(a.bias + tid);
+  // TMA: the block's first window, on its way while the filters load.
+  auto issue = [&](int tile, int st) {
+#if GPU100_SM90A_CODE
+    int img = 0, p0 = 0, q0 = 0, ih0 = 0, iw0 = 0;
+    tile_origin<C>(a, tile, img, p0, q0, ih0, iw0);
+    day04::wgmma::mbar_expect_tx(&bar[st], uint32_t(kC * C::kTH * C::kStageTW * sizeof(float)));
+    day04::wgmma::tma_load_4d(stage(st), &xmap, iw0 - C::kShift, ih0, 0, img, &bar[st]);
+#else
+    (void)tile, (void)st;
+#endif
+  };
+  if constexpr (kTma) {
+#if GPU100_SM90A_CODE
+    if (tid == 0) {
+      day04::wgmma::mbar_init(&bar[0], 1);
+      day04::wgmma::mbar_init(&bar[1], 1);
+      day04::wgmma::mbar_fence_init();
+      if (int(blockIdx.x) < a.tiles) issue(blockIdx.x, 0);
+    }
+#else
+    __trap();  // the host launches the TMA form only where the GPU runs sm_90a code
+#endif
+  }
   // ldmatrix.x4 row addresses: matrices (n-tile 2jp, k lo), (2jp, k hi), (2jp + 1, lo),
   // (2jp + 1, hi) give b[0], b[1] of n-tile 2jp and of 2jp + 1.
   const int mat = lane / 8;
@@ -324,12 +410,11 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
     }
   }
 
-  for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
-    const int tq = tile % a.tiles_q, tp = (tile / a.tiles_q) % a.tiles_p;
-    const int img = tile / (a.tiles_q * a.tiles_p);
-    const int p0 = tp * C::kPH, q0 = tq * C::kPW;  // the tile's first pool output
-    const int oh0 = 2 * p0 - 1, ow0 = 2 * q0 - 1;  // its first stem output
-    const int ih0 = 2 * oh0 - 3, iw0 = 2 * ow0 - 3;
+  int it = 0;  // the block's tile count: TMA stage it % 2, in phase it / 2 of its barrier
+  for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x, ++it) {
+    int img = 0, p0 = 0, q0 = 0, ih0 = 0, iw0 = 0;
+    tile_origin<C>(a, tile, img, p0, q0, ih0, iw0);
+    const int oh0 = 2 * p0 - 1, ow0 = 2 * q0 - 1;  // the tile's first stem output
     // The copy and epilogue indices depend on the thread only. An opaque copy of its index keeps
     // the compiler from computing them once for all tiles and holding them in (spilled) registers
     // through the GEMM.
@@ -338,9 +423,27 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
     const int me_warp = me / 32, me_lane = me % 32;
 
     __syncthreads();  // the previous tile's GEMM is done with in_s, its pool with part_s
-    // 1. The input window, without per-element bounds checks where it lies inside the image (most
-    //    tiles: all but the first and last tile rows and columns of an image).
-    {
+    if constexpr (kTma) {
+      // 1. The next tile's window into the other stage (the previous tile is done with it), then
+      //    this tile's converted into in_s, 4 columns a thread at a time.
+      const int st = it % 2;
+      if (me == 0 && tile + int(gridDim.x) < a.tiles) issue(tile + gridDim.x, st ^ 1);
+#if GPU100_SM90A_CODE
+      day04::wgmma::mbar_wait(&bar[st], uint32_t(it / 2) % 2);
+#endif
+      const float* src = stage(st) + C::kShift;
+      constexpr int kQuads = C::kTW / 4;  // 4-column groups per window row
+      for (int i = me; i < kC * C::kTH * kQuads; i += C::kThreads) {
+        const int row = i / kQuads, col = 4 * (i - row * kQuads);
+        const float* v = src + row * C::kStageTW + col;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
+        *reinterpret_cast<uint2*>(in_s + row * C::kTW + col) = make_uint2(
+            *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }
+    } else {
+      // 1. The input window, without per-element bounds checks where it lies inside the image
+      //    (most tiles: all but the first and last tile rows and columns of an image).
       const float* xi = a.x + int64_t(img) * kC * a.h * a.w;
       if (ih0 >= 0 && ih0 + C::kTH <= a.h && iw0 >= 0 && iw0 + C::kTW <= a.w) {
         load_window<T, kC, false>(xi, in_s, a.h, a.w, ih0, iw0, me_warp, me_lane);
@@ -361,41 +464,54 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
     }
 #pragma unroll
     for (int ks = 0; ks < C::kKSteps; ++ks) {
-      uint32_t b[C::kNTiles / 2][4];
-#pragma unroll
-      for (int jp = 0; jp < C::kNTiles / 2; ++jp) {
-        mma::ldmatrix_x4(b[jp], w_lane + jp * 16 * C::kWLd + ks * C::kKStep);
-      }
+      // Both m-tiles' A fragments first, then the filters two n-tiles at a time: 12 fragment
+      // registers live instead of 20.
+      constexpr int kE = sizeof(T);
+      uint32_t af[2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi) {
-        constexpr int kE = sizeof(T);
-        const uint32_t af[4] = {lds32(in_addr + (base[mi][0] + C::off(ks, 0)) * kE),
-                                lds32(in_addr + (base[mi][1] + C::off(ks, 0)) * kE),
-                                lds32(in_addr + (base[mi][0] + C::off(ks, 1)) * kE),
-                                lds32(in_addr + (base[mi][1] + C::off(ks, 1)) * kE)};
+        af[mi][0] = lds32(in_addr + (base[mi][0] + C::off(ks, 0)) * kE);
+        af[mi][1] = lds32(in_addr + (base[mi][1] + C::off(ks, 0)) * kE);
+        af[mi][2] = lds32(in_addr + (base[mi][0] + C::off(ks, 1)) * kE);
+        af[mi][3] = lds32(in_addr + (base[mi][1] + C::off(ks, 1)) * kE);
+      }
 #pragma unroll
-        for (int j = 0; j < C::kNTiles; ++j) {
-          const uint32_t bf[2] = {b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]};
-          if constexpr (C::kBf16) {
-            mma::mma_bf16_16816(acc[mi][j], af, bf);
-          } else {
-            mma::mma_tf32_1688(acc[mi][j], af, bf);
+      for (int jp = 0; jp < C::kNTiles / 2; ++jp) {
+        uint32_t b[4];
+        mma::ldmatrix_x4(b, w_lane + jp * 16 * C::kWLd + ks * C::kKStep);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t bf[2] = {b[2 * h], b[2 * h + 1]};
+            if constexpr (C::kBf16) {
+              mma::mma_bf16_16816(acc[mi][2 * jp + h], af[mi], bf);
+            } else {
+              mma::mma_tf32_1688(acc[mi][2 * jp + h], af[mi], bf);
+            }
           }
         }
       }
     }
 
-    // 3. ReLU (0 outside the stem's output), this thread's partial maxima, the pool.
+    // 3. The pool, then the ReLU on each window's maximum only (they commute, and so does the
+    //    rounding to T: the ReLU of a maximum is the maximum of the ReLUs). Stem outputs outside
+    //    the image count as 0, which leaves a window's ReLU'd maximum unchanged; only the tiles
+    //    at an image's border hold any, so the others skip the check.
     const int g = me_lane / 4, t = me_lane % 4;
-    bool inside[2][2];
+    if (oh0 < 0 || oh0 + C::kCH > a.oh || ow0 < 0 || ow0 + C::kCW > a.ow) {
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
+      for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        int r = 0, c = 0;
-        C::place(me_warp, g, mi, hf, r, c);
-        const int oh = oh0 + r, ow = ow0 + c;
-        inside[mi][hf] = oh >= 0 && oh < a.oh && ow >= 0 && ow < a.ow;
+        for (int hf = 0; hf < 2; ++hf) {
+          int r = 0, c = 0;
+          C::place(me_warp, g, mi, hf, r, c);
+          const int oh = oh0 + r, ow = ow0 + c;
+          if (oh < 0 || oh >= a.oh || ow < 0 || ow >= a.ow) {
+#pragma unroll
+            for (int j = 0; j < C::kNTiles; ++j) acc[mi][j][2 * hf] = acc[mi][j][2 * hf + 1] = 0.f;
+          }
+        }
       }
     }
     // Window position (wp, wq)'s slot of lane t in part_s array k (0: left column, 1: top row,
@@ -419,7 +535,7 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
           for (int hf = 0; hf < 2; ++hf) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              v[mi][hf][e] = inside[mi][hf] ? fmaxf(acc[mi][j][2 * hf + e], 0.f) : 0.f;
+              v[mi][hf][e] = acc[mi][j][2 * hf + e];
             }
           }
         }
@@ -463,6 +579,7 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
         max_into<T>(mx, fetch(slot(0, me_warp, g + 1)));
         max_into<T>(mx, fetch(slot(1, me_warp + 1, g)));
         max_into<T>(mx, fetch(slot(2, me_warp + 1, g + 1)));
+        relu_into<T>(mx);
       }
 
       // 4. The store of pool output (p, q)'s kNT channels of this pass. Every lane of the warp
@@ -492,16 +609,39 @@ __global__ void __launch_bounds__(StemConfig<T, kC>::kThreads, StemConfig<T, kC>
   }
 }
 
+// The TMA form where this GPU runs the build's sm_90a code and x's rows, planes and images are
+// whole 16-byte units (w % 4 == 0, x 16-byte aligned); else load_window's form.
 template <class T, int kC>
 void launch(const StemArgs& args, const T* w, T* y, cudaStream_t stream) {
   using C = StemConfig<T, kC>;
-  constexpr auto kKernel = stem_pool_kernel<T, kC>;
-  static gpu100::PerDevice<int> resident_per_gpu;
-  const int resident = resident_per_gpu.get(
-      [] { return gpu100::resident_blocks(kKernel, C::kThreads, C::kSmemBytes); });
-  const int blocks = std::min(args.tiles, resident);
-  kKernel<<<unsigned(blocks), C::kThreads, C::kSmemBytes, stream>>>(args, w, y);
-  CUDA_CHECK_LAST();
+  const bool tma = std::is_same_v<T, bf16> && args.w % 4 == 0 &&
+                   reinterpret_cast<uintptr_t>(args.x) % 16 == 0 &&
+                   gpu100::build_has(gpu100::ArchNeed::kSm90a);
+  CUtensorMap map{};
+  if (tma) {
+    // x as [n][c][h][w], in boxes of kStageTW columns (the window and the kShift columns left of
+    // it), kTH rows and all kC channels of one image; what lies outside x (the padding) arrives as
+    // zeros.
+    const long long dims[4] = {args.w, args.h, kC, args.n};
+    const long long strides[3] = {args.w, (long long)args.h * args.w,
+                                  (long long)kC * args.h * args.w};
+    map = day04::make_tma_map_4d(args.x, dims, strides, {C::kStageTW, C::kTH, kC, 1});
+  }
+  auto run = [&](auto kernel, size_t smem, gpu100::PerDevice<int>& resident_per_gpu) {
+    const int resident =
+        resident_per_gpu.get([&] { return gpu100::resident_blocks(kernel, C::kThreads, smem); });
+    const int blocks = std::min(args.tiles, resident);
+    kernel<<<unsigned(blocks), C::kThreads, smem, stream>>>(args, w, y, map);
+    CUDA_CHECK_LAST();
+  };
+  static gpu100::PerDevice<int> resident_tma, resident_plain;
+  if constexpr (C::kBf16) {
+    if (tma) {
+      run(stem_pool_kernel<T, kC, true>, C::kTmaSmemBytes, resident_tma);
+      return;
+    }
+  }
+  run(stem_pool_kernel<T, kC, false>, C::kSmemBytes, resident_plain);
 }
 
 constexpr int kTilePH = StemConfig<bf16, 1>::kPH, kTilePW = StemConfig<bf16, 1>::kPW;
@@ -525,6 +665,7 @@ StemArgs stem_args(const Trunk& t, const float* x, const float* bias, const void
   }
   StemArgs a{};
   a.x = x, a.bias = bias, a.h = h, a.w = wd;
+  a.n = n;
   a.oh = t.stem.out(h), a.ow = t.stem.out(wd);
   a.P = t.pool_out(a.oh), a.Q = t.pool_out(a.ow);
   a.tiles_p = gpu100::ceil_div(a.P, kTilePH), a.tiles_q = gpu100::ceil_div(a.Q, kTilePW);
