@@ -114,7 +114,7 @@ CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4]
 }
 
 CUtensorMap make_tma_map_4d(const float* ptr, const long long (&dims)[4],
-                            const long long (&strides)[3], const int (&box)[4]) {
+                            const long long (&strides)[3], const int (&box)[4], bool swizzle_128b) {
   cuuint64_t d[4], st[3];
   cuuint32_t b[4];
   for (int i = 0; i < 4; ++i) {
@@ -122,7 +122,8 @@ CUtensorMap make_tma_map_4d(const float* ptr, const long long (&dims)[4],
     b[i] = cuuint32_t(box[i]);
   }
   for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(float);
-  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, ptr, d, st, b, CU_TENSOR_MAP_SWIZZLE_NONE);
+  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, ptr, d, st, b,
+                swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 namespace {

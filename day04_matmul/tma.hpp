@@ -31,11 +31,12 @@ CUtensorMap make_tma_map_3d(const float* ptr, long long batches, int rows, int c
 // zero-filled on loads. (day05's attention writes O token-major through it.)
 CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4],
                             const long long (&strides)[3], const int (&box)[4]);
-// The same for fp32, copied without a swizzle: the box's rows land one after another in shared
-// memory (box[0] x 4 bytes a multiple of 16; strides multiples of 4 elements). The capstone's
-// fused stem reads its fp32 NCHW input windows through it.
+// The same for fp32, in the 128-byte swizzle (box[0] x 4 = 128 bytes; day08's v13 reads its
+// halos so) or, with swizzle_128b false, without one: the box's rows land one after another in
+// shared memory (box[0] x 4 bytes a multiple of 16; the capstone's fused stem reads its fp32 NCHW
+// input windows so). Strides are multiples of 4 elements.
 CUtensorMap make_tma_map_4d(const float* ptr, const long long (&dims)[4],
-                            const long long (&strides)[3], const int (&box)[4]);
+                            const long long (&strides)[3], const int (&box)[4], bool swizzle_128b);
 
 // A bf16 or fp32 NHWC tensor [n][h][w][c] read in im2col mode, for a convolution's implicit GEMM
 // (day08's v10 and v11): one copy brings `pixels` consecutive output pixels (w fastest, then h,

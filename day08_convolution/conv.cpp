@@ -194,6 +194,10 @@ void v11_f32_nhwc(const ConvShape& s, const float* x, const float* w, const floa
                   cudaStream_t stream) {
   conv2d_v11_tma_im2col_wgmma_tf32_nhwc(s, x, w, bias, y, stream);
 }
+void v13_f32_nhwc(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
+                  cudaStream_t stream) {
+  conv2d_v13_halo_wgmma_tf32_nhwc(s, x, w, bias, y, stream);
+}
 void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                      const float* bias, void* y, cudaStream_t stream) {
   conv2d_cudnn_bf16_nhwc(s, x, w, bias, static_cast<__nv_bfloat16*>(y), stream);
@@ -259,6 +263,11 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            "warpgroups",
            P::kBf16, nullptr, false, "cudnn_bf16_nhwc", v12_bf16_nhwc, false, v12_refusal, 1,
            gpu100::ArchNeed::kSm90a},
+          {"v13_halo_wgmma_tf32_nhwc",
+           "v12 on fp32 NHWC as TF32: 147 KB of resident filters, each halo in two 32-channel TMA "
+           "copies, one stage per consumer warpgroup reused by its staged epilogue",
+           P::kTf32, nullptr, false, "cudnn_tf32", nullptr, false, v13_refusal, 1,
+           gpu100::ArchNeed::kSm90a, "", v13_f32_nhwc},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
           // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
           // ResNet layer when it picked a 0.36 ms algorithm instead of FFT_TILING): tolerance x10.
@@ -397,7 +406,12 @@ bool conv2d_fused_tf32_nhwc_takes(const ConvShape& s) {
 
 void conv2d_fused_tf32_nhwc(const ConvShape& s, const ConvGroup<float>& g, cudaStream_t stream) {
   check_group("conv2d_fused_tf32_nhwc", s, g);
-  detail::conv2d_v11_group(s, g, stream);  // its checks: the shape, K even, alignment, the build
+  // Their checks: the shape, K even, alignment, the build.
+  if (conv2d_fused_tf32_runs_v13(s)) {
+    detail::conv2d_v13_group(s, g, stream);
+  } else {
+    detail::conv2d_v11_group(s, g, stream);
+  }
 }
 
 bool winograd_takes(const ConvShape& s) {
@@ -442,6 +456,11 @@ FusedBf16Kernel conv2d_fused_bf16_kernel(const ConvShape& s, const ConvGroup<__n
   if (s.c == 64 && v12_refusal(s, false).empty() && v12_fills_gpu(s)) return FusedBf16Kernel::kV12;
   if (s.c % 64 == 0 && v10_refusal(s, false).empty()) return FusedBf16Kernel::kV10;
   return v9_refusal(s, false).empty() ? FusedBf16Kernel::kV9 : FusedBf16Kernel::kV6;
+}
+
+bool conv2d_fused_tf32_runs_v13(const ConvShape& s) {
+  return gpu100::build_has(gpu100::ArchNeed::kSm90a) && s.c == 64 &&
+         v13_refusal(s, false).empty() && v12_fills_gpu(s);
 }
 
 bool conv2d_fused_bf16_takes(const ConvShape& s) {

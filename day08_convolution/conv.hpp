@@ -98,6 +98,10 @@ void conv2d_fused_tf32_nhwc(const ConvShape& s, const ConvGroup<float>& g,
 // Whether conv2d_fused_tf32_nhwc runs this shape here (sm_90a code on this GPU, v11's shape rules,
 // an even K).
 bool conv2d_fused_tf32_nhwc_takes(const ConvShape& s);
+// Whether conv2d_fused_tf32_nhwc runs v13's kernel (resident filters, TMA halo) rather than v11's:
+// the 3x3 stride-1 layers of C = 64 and K <= 64 that v13 takes, with tiles enough to give each of
+// its consumer warpgroups two (as v12 in bf16), where the GPU executes this build's sm_90a code.
+bool conv2d_fused_tf32_runs_v13(const ConvShape& s);
 
 // The fused form on Winograd F(2x2, 3x3) in fp32 (v7's kernel): 2.25x fewer multiply-adds than
 // the direct convolution, for 3x3 filters at stride 1 and dilation 1 only (winograd_takes). Its

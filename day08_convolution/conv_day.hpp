@@ -138,6 +138,14 @@ void conv2d_v11_tma_im2col_wgmma_tf32_nhwc(const ConvShape&, const float*, const
 // (v12_refusal); fp32 NKPQ out.
 void conv2d_v12_halo_wgmma_bf16_nhwc(const ConvShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                                      const float*, float*, cudaStream_t);
+// v13: v12 on fp32 operands as TF32 (sm_90a only): the 3x3 filters of C <= 64 channels and K <= 64
+// filters resident (147 KB), each 8 x 8 output tile's halo brought once by TMA in two copies of 32
+// channels (128-byte swizzle) and read in place by all 9 taps; one halo stage per consumer
+// warpgroup, which its staged epilogue reuses. x fp32 NHWC, w fp32 KRSC, optional bias, y fp32
+// NKPQ. Needs 3x3, stride 1, dilation 1, C % 4 == 0, C <= 64, K <= 64 and 16-byte aligned x and w
+// (v13_refusal).
+void conv2d_v13_halo_wgmma_tf32_nhwc(const ConvShape&, const float*, const float*, const float*,
+                                     float*, cudaStream_t);
 // cuDNN bf16 NHWC (x, w and y bf16 NHWC; compute fp32; CUDNN_TENSOR_OP_MATH; the algorithm
 // cudnnFindConvolutionForwardAlgorithm picks): y is bf16 NPQK. No bias (refused: the bf16
 // configuration would need a bf16 bias and a second call). Throws std::runtime_error without cuDNN.
@@ -149,6 +157,7 @@ std::string v9_refusal(const ConvShape& s, bool bias);
 std::string v10_refusal(const ConvShape& s, bool bias);
 std::string v11_refusal(const ConvShape& s, bool bias);
 std::string v12_refusal(const ConvShape& s, bool bias);
+std::string v13_refusal(const ConvShape& s, bool bias);
 std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 
 // The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
@@ -193,6 +202,8 @@ void conv2d_v12_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp
 // v11's kernel in conv.hpp's fused form: fp32 NHWC x, KRSC w, fp32 NPQK y and residual.
 void conv2d_v11_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream,
                       SplitKMode split = kDefaultSplitK);
+// v13's kernel in the same fused form (its shapes: v13_refusal).
+void conv2d_v13_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 }  // namespace detail
 
 using Conv2dF32NhwcFn = void (*)(const ConvShape& s, const float* x, const float* w,

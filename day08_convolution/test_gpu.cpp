@@ -113,6 +113,7 @@ struct F32NhwcData : LayerData {
 };
 
 constexpr const char* kV12 = "v12_halo_wgmma_bf16_nhwc";
+constexpr const char* kV13 = "v13_halo_wgmma_tf32_nhwc";
 
 const day08::Conv2dVariant& variant(const char* name) {
   const day08::Conv2dVariant* v = day08::find_conv2d_variant(name);
@@ -385,10 +386,11 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
       REQUIRE(gpu100::compare_exact(first, again).ok);
     }
   }
-  // The fp32 NHWC variant (v11) at the same shape.
+  // The fp32 NHWC variants (v11, and v13 where it takes the shape) at the same shape.
   F32NhwcData d32(s16, 4344);
   for (const auto& v : day08::conv2d_variants()) {
     if (v.is_library || !v.takes_f32_nhwc() || gpu100::lacks_code(v)) continue;
+    if (!v.refusal(s16, true).empty()) continue;
     INFO(v.name);
     const auto first = d32.run(v, s16, true);
     const auto again = d32.run(v, s16, true);
@@ -607,6 +609,8 @@ TEST_CASE("v11 (fp32 NHWC as TF32) matches the CPU at awkward shapes", "[gpu]") 
   for (const auto& v : day08::conv2d_variants()) {
     if (!v.takes_f32_nhwc() || gpu100::lacks_code(v)) continue;
     for (const auto& s : shapes) {
+      // v13 takes only the layers whose filters it keeps in shared memory (its own test below).
+      if (std::string(v.name) == kV13 && !v.refusal(s, false).empty()) continue;
       F32NhwcData data(s, seed += 3);
       const bool with_bias = (case_no++ % 2) == 0;
       INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
@@ -618,6 +622,71 @@ TEST_CASE("v11 (fp32 NHWC as TF32) matches the CPU at awkward shapes", "[gpu]") 
       REQUIRE(cmp.ok);
     }
   }
+}
+
+TEST_CASE("v13 (TF32, resident filters, TMA halo) matches the CPU at awkward shapes of its layers",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const auto& v = variant(kV13);
+  GPU100_REQUIRE_BUILD(v.needs, kV13);
+  // 3x3 at stride 1 only, C % 4 == 0 and <= 64, K <= 64: H and W not multiples of the 8 x 8 tile,
+  // C = 4, 12 (the second 32-channel half all zeros), 36 (a chunk past C inside the second half),
+  // K = 1 and odd, padding 0 and 2, a single output pixel, and 1440 tiles (several rounds per
+  // warpgroup, each halo stage refilled after its epilogue).
+  const std::vector<day08::ConvShape> shapes = {
+      make(2, 64, 21, 19, 64, 3, 3, 1, 1),   // the ResNet layer's C and K, partial tiles
+      make(1, 4, 7, 9, 1, 3, 3, 1, 1),       // C = 4, K = 1
+      make(3, 12, 17, 9, 10, 3, 3, 1, 0),    // padding 0, C = 12
+      make(1, 36, 5, 3, 63, 3, 3, 1, 2),     // padding 2, C = 36, K = 63
+      make(1, 16, 3, 3, 8, 3, 3, 1, 0),      // a single output pixel
+      make(10, 16, 96, 96, 16, 3, 3, 1, 1),  // 1440 tiles
+  };
+  uint64_t seed = 1750;
+  bool with_bias = false;
+  for (const auto& s : shapes) {
+    REQUIRE(v.refusal(s, true).empty());
+    F32NhwcData data(s, seed += 3);
+    with_bias = !with_bias;
+    INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
+    const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
+    const auto cmp = gpu100::compare(data.reference(s, with_bias), data.run(v, s, with_bias),
+                                     tol.abs_tol, tol.rel_tol);
+    INFO(cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+}
+
+TEST_CASE("v13 refuses the layers it does not keep in shared memory, launching nothing", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day08::ConvShape ok = make(1, 64, 9, 10, 64, 3, 3, 1, 1);
+  F32NhwcData data(ok, 1850);
+  const auto& v = variant(kV13);
+  std::vector<day08::ConvShape> refused;
+  for (int i = 0; i < 6; ++i) refused.push_back(ok);
+  refused[0].r = refused[0].s = 5, refused[0].pad = 2;  // 5x5
+  refused[1].stride = 2;                                // stride 2
+  refused[2].dilation = 2, refused[2].pad = 2;          // dilation 2
+  refused[3].c = 68;                                    // C > 64
+  refused[4].c = 62;                                    // C % 4 != 0
+  refused[5].k = 66;                                    // K > 64
+  data.d_y.poison();
+  for (const auto& s : refused) {
+    INFO(day08::to_string(s));
+    CHECK_FALSE(v.refusal(s, false).empty());
+    // Refused before the variant asks for its build: std::invalid_argument in every build.
+    CHECK_THROWS_AS(day08::conv2d_v13_halo_wgmma_tf32_nhwc(s, data.d_x.data(), data.d_w.data(),
+                                                           nullptr, data.d_y.data(), nullptr),
+                    std::invalid_argument);
+  }
+  // 4 bytes past the buffers' start: not 16-byte aligned.
+  CHECK_THROWS_AS(day08::conv2d_v13_halo_wgmma_tf32_nhwc(ok, data.d_x.data() + 1, data.d_w.data(),
+                                                         nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(day08::conv2d_v13_halo_wgmma_tf32_nhwc(ok, data.d_x.data(), data.d_w.data() + 1,
+                                                         nullptr, data.d_y.data(), nullptr),
+                  std::invalid_argument);
+  sync_check();
+  for (float y : data.d_y.download()) REQUIRE(std::isnan(y));
 }
 
 // v10 and v11 (where this build has their code) against the CPU at each shape, on fresh inputs,
@@ -685,12 +754,15 @@ namespace {
 // inputs for v10. Residual + ReLU on every other shape (bias only on the rest); a group of two
 // convolutions (their own x, w and y, one per blockIdx.z) on the shapes where `group2`; a
 // second call must give the same bits (the sums are added in a fixed order).
-template <class T>
+// kHalo (TF32): v13's group launcher instead of v11's (no split-K; `mode` unused).
+template <class T, bool kHalo = false>
 void check_fused_split(const day08::ConvShape& s, uint64_t seed, bool residual_relu, bool group2,
                        day08::SplitKMode mode) {
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  const auto& v =
-      variant(kBf16 ? "v10_tma_im2col_wgmma_bf16_nhwc" : "v11_tma_im2col_wgmma_tf32_nhwc");
+  static_assert(!(kBf16 && kHalo), "v13 is TF32");
+  const auto& v = variant(kBf16   ? "v10_tma_im2col_wgmma_bf16_nhwc"
+                          : kHalo ? kV13
+                                  : "v11_tma_im2col_wgmma_tf32_nhwc");
   const size_t x_size = size_t(s.n) * s.c * s.h * s.w, w_size = size_t(s.k) * s.c * s.r * s.s;
   const size_t y_size = size_t(s.n) * s.k * s.p() * s.q();
   const int count = group2 ? 2 : 1;
@@ -731,6 +803,8 @@ void check_fused_split(const day08::ConvShape& s, uint64_t seed, bool residual_r
     for (int i = 0; i < count; ++i) d_y[i].poison();
     if constexpr (kBf16) {
       day08::detail::conv2d_v10_group(s, grp, nullptr, mode);
+    } else if constexpr (kHalo) {
+      day08::detail::conv2d_v13_group(s, grp, nullptr);
     } else {
       day08::detail::conv2d_v11_group(s, grp, nullptr, mode);
     }
@@ -823,6 +897,18 @@ TEST_CASE("v10 and v11 fused in 3 stages, two blocks per SM: C >= 128 over many 
   check_fused_split<float>(a, 3200, false, false, day08::SplitKMode::kCluster);
   check_fused_split<__nv_bfloat16>(b, 3300, false, true, day08::SplitKMode::kCluster);
   check_fused_split<float>(b, 3400, true, true, day08::SplitKMode::kCluster);
+}
+
+TEST_CASE("v13's fused form (bias, residual, ReLU, fp32 NPQK) matches the CPU", "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v13's fused form");
+  // Its staged epilogue (K % 8 == 0): the network's first-stage layer with partial tiles, in a
+  // group of two, and K = 40 (the staged threads past K store nothing); its register-pair
+  // epilogue: K = 18 (K % 8 != 0). Residual and ReLU, or the bias alone, in turn.
+  const auto mode = day08::SplitKMode::kCluster;
+  check_fused_split<float, true>(make(3, 64, 29, 35, 64, 3, 3, 1, 1), 3500, true, true, mode);
+  check_fused_split<float, true>(make(2, 64, 19, 21, 64, 3, 3, 1, 1), 3600, false, false, mode);
+  check_fused_split<float, true>(make(2, 32, 17, 23, 40, 3, 3, 1, 1), 3700, true, false, mode);
+  check_fused_split<float, true>(make(1, 20, 13, 11, 18, 3, 3, 1, 2), 3800, true, true, mode);
 }
 
 TEST_CASE("v11 rejects C not a multiple of 4, a stride over 8 and unaligned x or w", "[gpu]") {

@@ -625,7 +625,7 @@ void launch(const StemArgs& args, const T* w, T* y, cudaStream_t stream) {
     const long long dims[4] = {args.w, args.h, kC, args.n};
     const long long strides[3] = {args.w, (long long)args.h * args.w,
                                   (long long)kC * args.h * args.w};
-    map = day04::make_tma_map_4d(args.x, dims, strides, {C::kStageTW, C::kTH, kC, 1});
+    map = day04::make_tma_map_4d(args.x, dims, strides, {C::kStageTW, C::kTH, kC, 1}, false);
   }
   auto run = [&](auto kernel, size_t smem, gpu100::PerDevice<int>& resident_per_gpu) {
     const int resident =

@@ -1,0 +1,397 @@
+// Conv2d v13: v12 on fp32 operands as TF32, for the 3x3 layers of C, K <= 64 (kernel code only in
+// sm_90a targets; refused elsewhere). fp32 NHWC x and KRSC filters, fp32 accumulation. What
+// changed from v11 and v12, and why it should be faster:
+//  - v11 brings a tap's 128 x 32 slab of A for each of the 9 taps and both channel halves: every
+//    input pixel crosses from L2 to shared memory 9 times, 4 bytes a channel. At the network's
+//    first stage (C = K = 64) Nsight Compute put v11's L2 at 76% of its peak, the busiest unit,
+//    with the tensor cores far from theirs (results/h100/profiles.txt).
+//  - v12's answer carries over: the filters stay in shared memory, and each 8 x 8 output tile
+//    brings its 10 x 10 pixel halo once, which the 9 taps read in place through shifted
+//    descriptors. In fp32 the numbers double. A pixel's 64 channels are 256 bytes, two rows of
+//    the 128-byte swizzle, so the halo comes in two copies (channels 0-31 and 32-63), each
+//    [10 rows][10 columns][128 bytes]; a tap's 8 k-steps (k8, 32 bytes each) are 4 in one half
+//    and 4 in the other. The filters, [tap][16 chunks of 4 channels][64 filters][16 bytes], fill
+//    147 KB: v12's 72 KB twice.
+//  - so the shared memory holds one halo stage per consumer warpgroup (3 x 26 KB) instead of two,
+//    and the staged epilogue reuses the stage: when a warpgroup's 72 wgmma are done the halo is
+//    no longer needed, its sums go there by the accumulator layout, come back out 8 channels of
+//    one pixel per thread (two 16-byte stores, the residual read the same way), and only then is
+//    the stage handed back to the producer. With three warpgroups, two compute while one stores.
+// Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple
+// of 4, K <= 64 (channels and filters past them are zeros in shared memory); tiles of 8 x 8 pixels
+// compute the outputs past the image's last row and column; 16-byte aligned x and w; the staged
+// outputs need K % 8 == 0 and 16-byte aligned y and residual (otherwise each thread stores its
+// register pairs). The tensor cores read the fp32 bits of x and w as TF32 (truncation), as v11's.
+// (Ideas: v12's, and the same canonical layouts of the PTX ISA's wgmma descriptors, in their
+// tf32 form.)
+#include <cuda.h>
+
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "common/arch.cuh"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "common/occupancy.hpp"
+#include "conv_day.hpp"
+#include "implicit_gemm_nhwc.cuh"
+#include "implicit_gemm_wgmma.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+#if !GPU100_SM90A_CODE
+#pragma nv_diag_suppress 177  // this target compiles the kernel body out, leaving its constants
+#endif
+
+namespace day08 {
+
+namespace {
+constexpr const char* kName = "v13_halo_wgmma_tf32_nhwc";
+
+// The tiling (all sizes in bytes unless named otherwise).
+struct Tiling {
+  static constexpr int kR = 3, kS = 3, kTaps = kR * kS;
+  static constexpr int kTH = 8, kTW = 8;  // a warpgroup's tile: 8 x 8 output pixels (M = 64)
+  static constexpr int kHH = kTH + kR - 1, kHW = kTW + kS - 1;  // its 10 x 10 input pixels
+  static constexpr int kHalfChannels = 32;                      // fp32 channels in a 128-byte row
+  static constexpr int kChunks = 16;  // the filters' chunks of 4 channels: C <= 64
+  static constexpr int kBN = 64;      // filters (wgmma's N)
+  static constexpr int kConsumerWGs = 3;
+  static constexpr int kThreads = 128 * kConsumerWGs + 32;  // + the producer warp
+  // One half of a halo: [10 rows][10 columns][32 channels = 128 bytes] in the 128-byte swizzle,
+  // starting at a 1024-byte boundary (the swizzle's period); a stage holds both halves.
+  static constexpr int kHalfBytes = kHH * kHW * 128;
+  static constexpr int kHalfStride = (kHalfBytes + 1023) / 1024 * 1024;
+  static constexpr int kStageBytes = 2 * kHalfStride;
+  // The filters: [tap][chunk][64 filters][4 channels].
+  static constexpr int kFilterChunkBytes = kBN * 16;
+  static constexpr int kTapBytes = kChunks * kFilterChunkBytes;
+  static constexpr int kFilterBytes = kTaps * kTapBytes;
+  // The staged outputs, in the warpgroup's stage: 64 pixels x 64 sums, rows padded to 72 floats
+  // (conflict-free float2 writes from the accumulator layout).
+  static constexpr int kOutPitch = 72;
+  static constexpr size_t kSmemBytes = size_t(kFilterBytes) + size_t(kConsumerWGs) * kStageBytes +
+                                       2 * kConsumerWGs * sizeof(uint64_t) + 1024;
+  static_assert(kFilterBytes % 1024 == 0, "the halo stages start at 1024-byte boundaries");
+  static_assert(64 * kOutPitch * 4 <= kStageBytes, "the staged outputs fit in the stage");
+  static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
+  static_assert(kTH * kTW == 64, "one wgmma M = 64 per warpgroup");
+};
+using T = Tiling;
+
+struct Params {
+  int c, k, pad, p, q, tiles_p, tiles_q, tiles;
+  bool staged;  // NPQK outputs through shared memory, 32 bytes a thread (K % 8 == 0, aligned)
+};
+
+// x's halo maps, one per convolution of the group.
+struct Maps {
+  CUtensorMap x0, x1;
+};
+
+// Tile t: image n, first output row p0 and column q0.
+struct TilePos {
+  int n, p0, q0;
+};
+__device__ __forceinline__ TilePos tile_pos(const Params& a, int t) {
+  const int tq = t % a.tiles_q, t2 = t / a.tiles_q;
+  const int tp = t2 % a.tiles_p;
+  return {t2 / a.tiles_p, tp * T::kTH, tq * T::kTW};
+}
+
+// An output value as the next TF32 layer reads it: rounded to nearest (the low 13 bits cleared).
+__device__ __forceinline__ float round_tf32(float v) {
+  return __uint_as_float(day04::mma::to_tf32(__float_as_uint(v)) & ~0x1FFFu);
+}
+
+// kNpqk false: the day's variant, fp32 NKPQ out (+ bias); true: conv.hpp's fused form, fp32 NPQK
+// out (rounded to TF32) with bias, residual and ReLU. blockIdx.z picks the convolution of the
+// group. Warpgroup wg of block b takes tiles b + gridDim.x (wg + 3 round), round = 0, 1, ...
+template <bool kNpqk>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    conv2d_v13_kernel(const Params a, const ConvGroup<float> grp,
+                      const __grid_constant__ Maps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace day04::wgmma;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* const filters = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* const halos = filters + T::kFilterBytes;  // [warpgroup]
+  uint64_t* const full = reinterpret_cast<uint64_t*>(halos + T::kConsumerWGs * T::kStageBytes);
+  uint64_t* const empty = full + T::kConsumerWGs;
+  const auto tile_of = [&](int wg, int round) {
+    return int(blockIdx.x) + int(gridDim.x) * (wg + T::kConsumerWGs * round);
+  };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < T::kConsumerWGs; ++i) {
+      mbar_init(&full[i], 1);   // the producer's expect_tx arrival, and the copies' bytes
+      mbar_init(&empty[i], 4);  // the 4 warps of the stage's warpgroup
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier
+
+  if (threadIdx.x >= 128 * T::kConsumerWGs) {
+    // ---- producer warp: one thread brings each tile's halo, in two copies ----
+    if (threadIdx.x != 128 * T::kConsumerWGs) return;
+    const CUtensorMap* map = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
+    for (int round = 0;; ++round) {
+      if (tile_of(0, round) >= a.tiles) break;
+      for (int wg = 0; wg < T::kConsumerWGs; ++wg) {
+        const int t = tile_of(wg, round);
+        if (t >= a.tiles) break;
+        // The stage held this warpgroup's last tile: wait until its epilogue is done with it.
+        if (round > 0) mbar_wait(&empty[wg], (round - 1) & 1);
+        const TilePos tp = tile_pos(a, t);
+        uint8_t* dst = halos + wg * T::kStageBytes;
+        // Rows p0 - pad .. p0 - pad + 9 and columns q0 - pad .. of image n, channels 0-31 and
+        // 32-63 (zeros outside the image and past C).
+        mbar_expect_tx(&full[wg], 2 * T::kHalfBytes);
+        for (int h = 0; h < 2; ++h) {
+          tma_load_4d(dst + h * T::kHalfStride, map, h * T::kHalfChannels, tp.q0 - a.pad,
+                      tp.p0 - a.pad, tp.n, &full[wg]);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups ----
+  const ConvOperands<float, float> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
+  // The filters, once per block: [tap][chunk j][filter f][4 channels] from KRSC, zeros past C and
+  // K. Written by the generic proxy, read by wgmma (the async proxy): a proxy fence, then a barrier
+  // of the consumer threads (the producer does not wait for it).
+  for (int i = tid; i < T::kTaps * T::kChunks * T::kBN; i += 128 * T::kConsumerWGs) {
+    const int f = i % T::kBN, j = (i / T::kBN) % T::kChunks, tap = i / (T::kBN * T::kChunks);
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (f < a.k && 4 * j < a.c) {
+      v = *reinterpret_cast<const float4*>(op.w + (size_t(f) * T::kTaps + tap) * a.c + 4 * j);
+    }
+    *reinterpret_cast<float4*>(filters + size_t(i) * 16) = v;
+  }
+  fence_proxy_async_smem();
+  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * T::kConsumerWGs) : "memory");
+
+  // The staged epilogue: this thread's 8 channels (8 c8 .. 8 c8 + 7) and their biases.
+  const int c8 = tid % 8;
+  float bias8[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    bias8[i] = op.bias != nullptr && 8 * c8 + i < a.k ? op.bias[8 * c8 + i] : 0.f;
+  }
+
+  const uint64_t desc_b = make_desc_no_swizzle(filters, T::kFilterChunkBytes, 128);
+  const int pq = a.p * a.q;
+  uint8_t* const halo = halos + wg * T::kStageBytes;
+  const uint64_t desc_a = make_desc(halo, 16, T::kHW * 128);
+  for (int round = 0;; ++round) {
+    const int t = tile_of(wg, round);
+    if (t >= a.tiles) break;
+    mbar_wait(&full[wg], round & 1);  // the halo has landed
+    float d[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) d[i] = 0.f;
+    // Opaque copies of the descriptors: their 144 per-wgmma offsets are then added in each tile
+    // rather than hoisted out of the loop into registers (which spilled).
+    uint64_t da = desc_a, db = desc_b;
+    asm volatile("" : "+l"(da), "+l"(db));
+    fence();
+    // 9 taps x 8 k-steps of 8 channels. A for tap (r, s) in half h: output row g's 8 pixels are
+    // half-rows (g + r) x 10 + s .. + 7, so the tap's matrix starts r x 10 + s rows into the
+    // half, its 8-row groups 10 rows (1280 bytes) apart, and a k-step is 32 bytes further along
+    // the rows. B: k-step kk is chunks 2 kk and 2 kk + 1 of the tap.
+#pragma unroll
+    for (int r = 0; r < T::kR; ++r)
+#pragma unroll
+      for (int s = 0; s < T::kS; ++s)
+#pragma unroll
+        for (int kk = 0; kk < T::kChunks / 2; ++kk) {
+          const int a_off = (kk / 4) * T::kHalfStride + (r * T::kHW + s) * 128 + (kk % 4) * 32;
+          const int b_off = (r * T::kS + s) * T::kTapBytes + 2 * kk * T::kFilterChunkBytes;
+          wgmma_m64n64k8_tf32_ss(d, da + (a_off >> 4), db + (b_off >> 4), 1);
+        }
+    commit();
+    // While the tensor cores work: the residual this thread adds in the staged epilogue (its 4
+    // pixels, channels 8 c8 .. 8 c8 + 7: two 16-byte pieces each).
+    const TilePos tp = tile_pos(a, t);
+    const bool staged = kNpqk && a.staged;
+    const bool pre = staged && op.residual != nullptr && 8 * c8 < a.k;
+    float4 res[4][2];
+    if (pre) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int px = (tid % 128) / 8 + 16 * i;
+        const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
+        res[i][0] = res[i][1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (p < a.p && q < a.q) {
+          const float4* rp = reinterpret_cast<const float4*>(
+              op.residual + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8);
+          res[i][0] = rp[0], res[i][1] = rp[1];
+        }
+      }
+    }
+    wait<0>();
+
+    // ---- epilogue: d[4 j + 2 h + e] is row 16 w4 + gq + 8 h of the tile (output row 2 w4 + h,
+    // column gq), filter 8 j + 2 tq + e ----
+    if (staged) {
+      // Through the stage, now that every wgmma of the warpgroup has read its halo: the sums go
+      // in by the accumulator layout and come out 8 channels of one pixel per thread, so a warp
+      // reads its residual and writes its outputs in whole 128-byte pieces.
+      float* const out = reinterpret_cast<float*>(halo);
+      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");  // all 4 warps' wgmma done
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < T::kBN / 8; ++j) {
+          *reinterpret_cast<float2*>(out + (16 * w4 + gq + 8 * h) * T::kOutPitch + 8 * j + 2 * tq) =
+              make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+      if (8 * c8 < a.k) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int px = (tid % 128) / 8 + 16 * i;  // the tile's pixel: row px / 8, column px % 8
+          const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
+          if (p >= a.p || q >= a.q) continue;
+          // The two halves in an order that spreads a quarter-warp over all 32 banks.
+          const float* src = out + px * T::kOutPitch + 8 * c8;
+          const int first = (c8 >> 2) & 1;
+          const float4 u = *reinterpret_cast<const float4*>(src + 4 * first);
+          const float4 w = *reinterpret_cast<const float4*>(src + 4 * (1 - first));
+          const float4 lo = first ? w : u, hi = first ? u : w;
+          float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+          if (pre) {
+            const float rv[8] = {res[i][0].x, res[i][0].y, res[i][0].z, res[i][0].w,
+                                 res[i][1].x, res[i][1].y, res[i][1].z, res[i][1].w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] += rv[e];
+          }
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            v[e] += bias8[e];
+            if (grp.relu) v[e] = fmaxf(v[e], 0.f);
+            v[e] = round_tf32(v[e]);
+          }
+          float4* yp = reinterpret_cast<float4*>(
+              op.y + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8);
+          yp[0] = make_float4(v[0], v[1], v[2], v[3]);
+          yp[1] = make_float4(v[4], v[5], v[6], v[7]);
+        }
+      }
+      // The stage's generic writes before the TMA's next write into it; then it goes back.
+      fence_proxy_async_smem();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[wg]);
+      continue;
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[wg]);  // the producer may refill the stage
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
+      if (p >= a.p || q >= a.q) continue;
+      if constexpr (kNpqk) {
+        const int64_t m = (int64_t(tp.n) * a.p + p) * a.q + q;
+#pragma unroll
+        for (int j = 0; j < T::kBN / 8; ++j) {
+          const int k = 8 * j + 2 * tq;
+          if (k >= a.k) continue;  // K is even (the launcher checks): k + 1 < K too
+          nhwc::store_pair(op, grp.relu, m, k, a.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+      } else {
+        float* yp = op.y + size_t(tp.n) * a.k * pq + size_t(p) * a.q + q;
+#pragma unroll
+        for (int j = 0; j < T::kBN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = 8 * j + 2 * tq + e;
+            if (k < a.k) {
+              yp[size_t(k) * pq] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+            }
+          }
+      }
+    }
+  }
+#else
+  // Built for an architecture without wgmma: the launcher never calls this.
+  (void)a, (void)grp, (void)maps;
+#endif
+}
+
+// x [n][h][w][c] in boxes of 10 x 10 pixels x 32 channels (128 bytes a pixel, channels past C
+// zero-filled), in the 128-byte swizzle; two boxes (channels 0 and 32 on) make a halo.
+CUtensorMap halo_map(const ConvShape& s, const float* x) {
+  const long long c = s.c, w = s.w, h = s.h;
+  return day04::make_tma_map_4d(x, {c, w, h, (long long)s.n}, {c, w * c, h * w * c},
+                                {T::kHalfChannels, T::kHW, T::kHH, 1}, true);
+}
+
+template <bool kNpqk>
+void launch(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
+  Params a;
+  a.c = s.c, a.k = s.k, a.pad = s.pad, a.p = s.p(), a.q = s.q();
+  a.tiles_p = gpu100::ceil_div(a.p, T::kTH);
+  a.tiles_q = gpu100::ceil_div(a.q, T::kTW);
+  const int64_t tiles = int64_t(s.n) * a.tiles_p * a.tiles_q;
+  if (tiles > int64_t(INT_MAX) / 2) {
+    throw std::invalid_argument(std::string(kName) + ": more output tiles than a grid holds");
+  }
+  a.tiles = int(tiles);
+  // 16-byte output pieces need K % 8 == 0 and 16-byte aligned outputs and residuals.
+  a.staged = kNpqk && s.k % 8 == 0;
+  for (int i = 0; i < grp.count; ++i) {
+    a.staged = a.staged && gpu100::aligned16(grp.op[i].y) &&
+               (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
+  }
+  constexpr auto kKernel = conv2d_v13_kernel<kNpqk>;
+  static gpu100::PerDevice<int> resident_per_gpu;
+  const int resident = resident_per_gpu.get(
+      [] { return gpu100::resident_blocks(kKernel, T::kThreads, T::kSmemBytes); });
+  const int blocks = int(std::min<int64_t>(tiles, std::max(1, resident / grp.count)));
+  Maps maps;
+  maps.x0 = halo_map(s, grp.op[0].x);
+  maps.x1 = grp.count > 1 ? halo_map(s, grp.op[1].x) : maps.x0;
+  kKernel<<<dim3(unsigned(blocks), 1, unsigned(grp.count)), T::kThreads, T::kSmemBytes, stream>>>(
+      a, grp, maps);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+std::string v13_refusal(const ConvShape& s, bool /*bias*/) {
+  if (s.r != 3 || s.s != 3 || s.stride != 1 || s.dilation != 1) {
+    return "takes 3x3 filters at stride 1 and dilation 1 only (its halo tile is 10 x 10 pixels)";
+  }
+  if (s.c % 4 != 0 || s.c > 64) {
+    return "C = " + std::to_string(s.c) +
+           ": keeps every filter in shared memory, for C <= 64 and a multiple of 4 (16-byte "
+           "copies)";
+  }
+  if (s.k > 64) {
+    return "K = " + std::to_string(s.k) + ": keeps at most 64 filters in shared memory";
+  }
+  return "";
+}
+
+namespace detail {
+void conv2d_v13_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream) {
+  wgmma_conv::check_launch(kName, v13_refusal(s, false), s, grp, true, "TMA copies");
+  launch<true>(s, grp, stream);
+}
+}  // namespace detail
+
+void conv2d_v13_halo_wgmma_tf32_nhwc(const ConvShape& s, const float* x, const float* w,
+                                     const float* bias, float* y, cudaStream_t stream) {
+  check_conv_args(s);
+  ConvGroup<float> grp;
+  grp.op[0] = {x, w, bias, nullptr, y};
+  wgmma_conv::check_launch(kName, v13_refusal(s, false), s, grp, false, "TMA copies");
+  launch<false>(s, grp, stream);
+}
+
+}  // namespace day08
