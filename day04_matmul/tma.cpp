@@ -101,28 +101,31 @@ CUtensorMap make_tma_map_3d(const float* ptr, long long batches, int rows, int c
   return map_3d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptr, batches, rows, cols, box_rows, box_cols);
 }
 
-CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4],
-                            const long long (&strides)[3], const int (&box)[4]) {
+namespace {
+// A 4D map: dims and box innermost first, strides in elements for dimensions 1..3.
+template <typename T>
+CUtensorMap map_4d(CUtensorMapDataType type, const T* ptr, const long long (&dims)[4],
+                   const long long (&strides)[3], const int (&box)[4], CUtensorMapSwizzle swizzle) {
   cuuint64_t d[4], st[3];
   cuuint32_t b[4];
   for (int i = 0; i < 4; ++i) {
     d[i] = cuuint64_t(dims[i]);
     b[i] = cuuint32_t(box[i]);
   }
-  for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(__nv_bfloat16);
-  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, ptr, d, st, b);
+  for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(T);
+  return encode(type, 4, ptr, d, st, b, swizzle);
+}
+}  // namespace
+
+CUtensorMap make_tma_map_4d(const __nv_bfloat16* ptr, const long long (&dims)[4],
+                            const long long (&strides)[3], const int (&box)[4]) {
+  return map_4d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptr, dims, strides, box,
+                CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 CUtensorMap make_tma_map_4d(const float* ptr, const long long (&dims)[4],
                             const long long (&strides)[3], const int (&box)[4], bool swizzle_128b) {
-  cuuint64_t d[4], st[3];
-  cuuint32_t b[4];
-  for (int i = 0; i < 4; ++i) {
-    d[i] = cuuint64_t(dims[i]);
-    b[i] = cuuint32_t(box[i]);
-  }
-  for (int i = 0; i < 3; ++i) st[i] = cuuint64_t(strides[i]) * sizeof(float);
-  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, ptr, d, st, b,
+  return map_4d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptr, dims, strides, box,
                 swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 

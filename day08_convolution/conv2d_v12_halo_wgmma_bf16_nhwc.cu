@@ -55,6 +55,7 @@
 #include "common/math.hpp"
 #include "common/occupancy.hpp"
 #include "conv_day.hpp"
+#include "halo_wgmma.cuh"
 #include "implicit_gemm_nhwc.cuh"
 #include "implicit_gemm_wgmma.cuh"
 #include "tma.hpp"
@@ -73,8 +74,8 @@ constexpr const char* kName = "v12_halo_wgmma_bf16_nhwc";
 // The tiling (all sizes in bytes unless named otherwise).
 struct Tiling {
   static constexpr int kR = 3, kS = 3, kTaps = kR * kS;
-  static constexpr int kTH = 8, kTW = 8;  // a warpgroup's tile: 8 x 8 output pixels (M = 64)
-  static constexpr int kHH = kTH + kR - 1, kHW = kTW + kS - 1;  // its 10 x 10 input pixels
+  static constexpr int kTH = halo_wgmma::kTH, kTW = halo_wgmma::kTW;  // 8 x 8 pixels (M = 64)
+  static constexpr int kHH = kTH + kR - 1, kHW = kTW + kS - 1;        // its 10 x 10 input pixels
   static constexpr int kChunks = 8;  // the filters' chunks of 8 channels: C <= 64
   static constexpr int kBN = 64;     // filters (wgmma's N)
   static constexpr int kConsumerWGs = 3, kStages = 2;
@@ -101,25 +102,10 @@ struct Tiling {
 };
 using T = Tiling;
 
-struct Params {
-  int c, k, pad, p, q, tiles_p, tiles_q, tiles;
-  bool staged;  // NPQK outputs through shared memory, 16 bytes a thread (K % 8 == 0, aligned)
-};
-
-// x's halo maps, one per convolution of the group.
-struct Maps {
-  CUtensorMap x0, x1;
-};
-
-// Tile t: image n, first output row p0 and column q0.
-struct TilePos {
-  int n, p0, q0;
-};
-__device__ __forceinline__ TilePos tile_pos(const Params& a, int t) {
-  const int tq = t % a.tiles_q, t2 = t / a.tiles_q;
-  const int tp = t2 % a.tiles_p;
-  return {t2 / a.tiles_p, tp * T::kTH, tq * T::kTW};
-}
+using halo_wgmma::Maps;
+using halo_wgmma::Params;
+using halo_wgmma::tile_pos;
+using halo_wgmma::TilePos;
 
 // kNpqk false: the day's variant, fp32 NKPQ out (+ bias); true: conv.hpp's fused form, bf16 NPQK
 // out with bias, residual and ReLU. blockIdx.z picks the convolution of the group. Warpgroup wg of
@@ -333,26 +319,12 @@ CUtensorMap halo_map(const ConvShape& s, const bf16* x) {
 
 template <class Y, bool kNpqk>
 void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
-  Params a;
-  a.c = s.c, a.k = s.k, a.pad = s.pad, a.p = s.p(), a.q = s.q();
-  a.tiles_p = gpu100::ceil_div(a.p, T::kTH);
-  a.tiles_q = gpu100::ceil_div(a.q, T::kTW);
-  const int64_t tiles = int64_t(s.n) * a.tiles_p * a.tiles_q;
-  if (tiles > int64_t(INT_MAX) / 2) {
-    throw std::invalid_argument(std::string(kName) + ": more output tiles than a grid holds");
-  }
-  a.tiles = int(tiles);
-  // 16-byte output rows need K % 8 == 0 and 16-byte aligned outputs and residuals.
-  a.staged = kNpqk && s.k % 8 == 0;
-  for (int i = 0; i < grp.count; ++i) {
-    a.staged = a.staged && gpu100::aligned16(grp.op[i].y) &&
-               (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
-  }
+  const Params a = halo_wgmma::make_params(kName, s, grp, kNpqk);
   constexpr auto kKernel = conv2d_v12_kernel<Y, kNpqk>;
   static gpu100::PerDevice<int> resident_per_gpu;
   const int resident = resident_per_gpu.get(
       [] { return gpu100::resident_blocks(kKernel, T::kThreads, T::kSmemBytes); });
-  const int blocks = int(std::min<int64_t>(tiles, std::max(1, resident / grp.count)));
+  const int blocks = halo_wgmma::blocks(a, resident, grp.count);
   Maps maps;
   maps.x0 = halo_map(s, grp.op[0].x);
   maps.x1 = grp.count > 1 ? halo_map(s, grp.op[1].x) : maps.x0;
@@ -364,18 +336,7 @@ void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stre
 }  // namespace
 
 std::string v12_refusal(const ConvShape& s, bool /*bias*/) {
-  if (s.r != 3 || s.s != 3 || s.stride != 1 || s.dilation != 1) {
-    return "takes 3x3 filters at stride 1 and dilation 1 only (its halo tile is 10 x 10 pixels)";
-  }
-  if (s.c % 8 != 0 || s.c > 64) {
-    return "C = " + std::to_string(s.c) +
-           ": keeps every filter in shared memory, for C <= 64 and a multiple of 8 (16-byte "
-           "copies)";
-  }
-  if (s.k > 64) {
-    return "K = " + std::to_string(s.k) + ": keeps at most 64 filters in shared memory";
-  }
-  return "";
+  return halo_wgmma::refusal(s, 8);
 }
 
 namespace detail {

@@ -461,27 +461,16 @@ TEST_CASE("bf16 NHWC variants match the CPU on bf16-rounded inputs at awkward sh
   }
 }
 
-TEST_CASE("v12 (resident filters, TMA halo) matches the CPU at awkward shapes of its layers",
-          "[gpu]") {
-  GPU100_REQUIRE_GPU();
-  const auto& v = variant(kV12);
-  GPU100_REQUIRE_BUILD(v.needs, kV12);
-  // 3x3 at stride 1 only, C % 8 == 0 and <= 64, K <= 64: H and W not multiples of the 8 x 8 tile,
-  // C = 8, 24, 40 (chunks of zeros in the halo and filters), K = 1 and odd, padding 0 and 2, a
-  // single output pixel, and 1440 tiles (several rounds per warpgroup, each halo stage refilled).
-  const std::vector<day08::ConvShape> shapes = {
-      make(2, 64, 21, 19, 64, 3, 3, 1, 1),   // the ResNet layer's C and K, partial tiles
-      make(1, 8, 7, 9, 1, 3, 3, 1, 1),       // C = 8, K = 1
-      make(3, 24, 17, 9, 10, 3, 3, 1, 0),    // padding 0, C = 24
-      make(1, 40, 5, 3, 63, 3, 3, 1, 2),     // padding 2, K = 63
-      make(1, 16, 3, 3, 8, 3, 3, 1, 0),      // a single output pixel
-      make(10, 16, 96, 96, 16, 3, 3, 1, 1),  // 1440 tiles
-  };
-  uint64_t seed = 1700;
+// v12's and v13's layers (3x3, stride 1, C and K <= 64) against the CPU on fresh inputs, with and
+// without bias in turn: Data is the variant's operands (Bf16Data for v12, F32NhwcData for v13).
+template <class Data>
+void check_halo_shapes(const char* name, const std::vector<day08::ConvShape>& shapes,
+                       uint64_t seed) {
+  const auto& v = variant(name);
   bool with_bias = false;
   for (const auto& s : shapes) {
     REQUIRE(v.refusal(s, true).empty());
-    Bf16Data data(s, seed += 3);
+    Data data(s, seed += 3);
     with_bias = !with_bias;
     INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
     const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
@@ -492,31 +481,59 @@ TEST_CASE("v12 (resident filters, TMA halo) matches the CPU at awkward shapes of
   }
 }
 
-TEST_CASE("v12 refuses the layers it does not keep in shared memory, launching nothing", "[gpu]") {
-  GPU100_REQUIRE_GPU();
-  const day08::ConvShape ok = make(1, 64, 9, 10, 64, 3, 3, 1, 1);
-  Bf16Data data(ok, 1800);
-  const auto& v = variant(kV12);
-  std::vector<day08::ConvShape> refused;
-  for (int i = 0; i < 6; ++i) refused.push_back(ok);
+// The layers v12 and v13 do not keep in shared memory (5x5, stride 2, dilation 2, C over 64, C not
+// a multiple of c_multiple, K over 64) are refused before any launch, in every build: the refusal
+// is non-empty, `launch` (the variant's entry point on `data`'s buffers) throws
+// std::invalid_argument, and the poisoned output stays untouched.
+template <class Data, class Launch>
+void check_halo_refusals(const char* name, int c_multiple, Data& data, const day08::ConvShape& ok,
+                         Launch launch) {
+  const auto& v = variant(name);
+  std::vector<day08::ConvShape> refused(6, ok);
   refused[0].r = refused[0].s = 5, refused[0].pad = 2;  // 5x5
   refused[1].stride = 2;                                // stride 2
   refused[2].dilation = 2, refused[2].pad = 2;          // dilation 2
-  refused[3].c = 72;                                    // C > 64
-  refused[4].c = 60;                                    // C % 8 != 0
+  refused[3].c = 64 + c_multiple;                       // C > 64
+  refused[4].c = 64 - c_multiple / 2;                   // C not a multiple of c_multiple
   refused[5].k = 66;                                    // K > 64
   data.d_y.poison();
   for (const auto& s : refused) {
     INFO(day08::to_string(s));
     CHECK_FALSE(v.refusal(s, false).empty());
-    // Refused before the variant asks for its build: std::invalid_argument in every build. (The
-    // buffers are large enough for ok; these shapes are refused before any launch.)
-    CHECK_THROWS_AS(day08::conv2d_v12_halo_wgmma_bf16_nhwc(s, data.d_x.data(), data.d_w.data(),
-                                                           nullptr, data.d_y.data(), nullptr),
-                    std::invalid_argument);
+    // The buffers are large enough for ok; these shapes are refused before any launch.
+    CHECK_THROWS_AS(launch(s), std::invalid_argument);
   }
   sync_check();
   for (float y : data.d_y.download()) REQUIRE(std::isnan(y));
+}
+
+TEST_CASE("v12 (resident filters, TMA halo) matches the CPU at awkward shapes of its layers",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  GPU100_REQUIRE_BUILD(variant(kV12).needs, kV12);
+  // 3x3 at stride 1 only, C % 8 == 0 and <= 64, K <= 64: H and W not multiples of the 8 x 8 tile,
+  // C = 8, 24, 40 (chunks of zeros in the halo and filters), K = 1 and odd, padding 0 and 2, a
+  // single output pixel, and 1440 tiles (several rounds per warpgroup, each halo stage refilled).
+  check_halo_shapes<Bf16Data>(kV12,
+                              {
+                                  make(2, 64, 21, 19, 64, 3, 3, 1, 1),   // the ResNet layer's C, K
+                                  make(1, 8, 7, 9, 1, 3, 3, 1, 1),       // C = 8, K = 1
+                                  make(3, 24, 17, 9, 10, 3, 3, 1, 0),    // padding 0, C = 24
+                                  make(1, 40, 5, 3, 63, 3, 3, 1, 2),     // padding 2, K = 63
+                                  make(1, 16, 3, 3, 8, 3, 3, 1, 0),      // a single output pixel
+                                  make(10, 16, 96, 96, 16, 3, 3, 1, 1),  // 1440 tiles
+                              },
+                              1700);
+}
+
+TEST_CASE("v12 refuses the layers it does not keep in shared memory, launching nothing", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  const day08::ConvShape ok = make(1, 64, 9, 10, 64, 3, 3, 1, 1);
+  Bf16Data data(ok, 1800);
+  check_halo_refusals(kV12, 8, data, ok, [&](const day08::ConvShape& s) {
+    day08::conv2d_v12_halo_wgmma_bf16_nhwc(s, data.d_x.data(), data.d_w.data(), nullptr,
+                                           data.d_y.data(), nullptr);
+  });
 }
 
 TEST_CASE("v9 with C = 4 and an even S (two taps per 16-byte copy) matches the CPU", "[gpu]") {
@@ -627,64 +644,35 @@ TEST_CASE("v11 (fp32 NHWC as TF32) matches the CPU at awkward shapes", "[gpu]") 
 TEST_CASE("v13 (TF32, resident filters, TMA halo) matches the CPU at awkward shapes of its layers",
           "[gpu]") {
   GPU100_REQUIRE_GPU();
-  const auto& v = variant(kV13);
-  GPU100_REQUIRE_BUILD(v.needs, kV13);
+  GPU100_REQUIRE_BUILD(variant(kV13).needs, kV13);
   // 3x3 at stride 1 only, C % 4 == 0 and <= 64, K <= 64: H and W not multiples of the 8 x 8 tile,
   // C = 4, 12 (the second 32-channel half all zeros), 36 (a chunk past C inside the second half),
   // K = 1 and odd, padding 0 and 2, a single output pixel, and 1440 tiles (several rounds per
   // warpgroup, each halo stage refilled after its epilogue).
-  const std::vector<day08::ConvShape> shapes = {
-      make(2, 64, 21, 19, 64, 3, 3, 1, 1),   // the ResNet layer's C and K, partial tiles
-      make(1, 4, 7, 9, 1, 3, 3, 1, 1),       // C = 4, K = 1
-      make(3, 12, 17, 9, 10, 3, 3, 1, 0),    // padding 0, C = 12
-      make(1, 36, 5, 3, 63, 3, 3, 1, 2),     // padding 2, C = 36, K = 63
-      make(1, 16, 3, 3, 8, 3, 3, 1, 0),      // a single output pixel
-      make(10, 16, 96, 96, 16, 3, 3, 1, 1),  // 1440 tiles
-  };
-  uint64_t seed = 1750;
-  bool with_bias = false;
-  for (const auto& s : shapes) {
-    REQUIRE(v.refusal(s, true).empty());
-    F32NhwcData data(s, seed += 3);
-    with_bias = !with_bias;
-    INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
-    const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
-    const auto cmp = gpu100::compare(data.reference(s, with_bias), data.run(v, s, with_bias),
-                                     tol.abs_tol, tol.rel_tol);
-    INFO(cmp.summary());
-    REQUIRE(cmp.ok);
-  }
+  check_halo_shapes<F32NhwcData>(kV13,
+                                 {
+                                     make(2, 64, 21, 19, 64, 3, 3, 1, 1),   // the ResNet layer's
+                                     make(1, 4, 7, 9, 1, 3, 3, 1, 1),       // C = 4, K = 1
+                                     make(3, 12, 17, 9, 10, 3, 3, 1, 0),    // padding 0, C = 12
+                                     make(1, 36, 5, 3, 63, 3, 3, 1, 2),     // padding 2, C = 36
+                                     make(1, 16, 3, 3, 8, 3, 3, 1, 0),      // one output pixel
+                                     make(10, 16, 96, 96, 16, 3, 3, 1, 1),  // 1440 tiles
+                                 },
+                                 1750);
 }
 
 TEST_CASE("v13 refuses the layers it does not keep in shared memory, launching nothing", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day08::ConvShape ok = make(1, 64, 9, 10, 64, 3, 3, 1, 1);
   F32NhwcData data(ok, 1850);
-  const auto& v = variant(kV13);
-  std::vector<day08::ConvShape> refused;
-  for (int i = 0; i < 6; ++i) refused.push_back(ok);
-  refused[0].r = refused[0].s = 5, refused[0].pad = 2;  // 5x5
-  refused[1].stride = 2;                                // stride 2
-  refused[2].dilation = 2, refused[2].pad = 2;          // dilation 2
-  refused[3].c = 68;                                    // C > 64
-  refused[4].c = 62;                                    // C % 4 != 0
-  refused[5].k = 66;                                    // K > 64
-  data.d_y.poison();
-  for (const auto& s : refused) {
-    INFO(day08::to_string(s));
-    CHECK_FALSE(v.refusal(s, false).empty());
-    // Refused before the variant asks for its build: std::invalid_argument in every build.
-    CHECK_THROWS_AS(day08::conv2d_v13_halo_wgmma_tf32_nhwc(s, data.d_x.data(), data.d_w.data(),
-                                                           nullptr, data.d_y.data(), nullptr),
-                    std::invalid_argument);
-  }
+  const auto launch = [&](const day08::ConvShape& s, int x_off, int w_off) {
+    day08::conv2d_v13_halo_wgmma_tf32_nhwc(s, data.d_x.data() + x_off, data.d_w.data() + w_off,
+                                           nullptr, data.d_y.data(), nullptr);
+  };
+  check_halo_refusals(kV13, 4, data, ok, [&](const day08::ConvShape& s) { launch(s, 0, 0); });
   // 4 bytes past the buffers' start: not 16-byte aligned.
-  CHECK_THROWS_AS(day08::conv2d_v13_halo_wgmma_tf32_nhwc(ok, data.d_x.data() + 1, data.d_w.data(),
-                                                         nullptr, data.d_y.data(), nullptr),
-                  std::invalid_argument);
-  CHECK_THROWS_AS(day08::conv2d_v13_halo_wgmma_tf32_nhwc(ok, data.d_x.data(), data.d_w.data() + 1,
-                                                         nullptr, data.d_y.data(), nullptr),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(launch(ok, 1, 0), std::invalid_argument);
+  CHECK_THROWS_AS(launch(ok, 0, 1), std::invalid_argument);
   sync_check();
   for (float y : data.d_y.download()) REQUIRE(std::isnan(y));
 }
