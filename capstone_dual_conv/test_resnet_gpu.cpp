@@ -415,7 +415,7 @@ void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64
   check(p == gpu100::Precision::kFp32 ? "v4's kernel" : "v5's kernel", 1.0);
   if (p == gpu100::Precision::kFp32 && day08::winograd_takes(shape)) {
     // The Winograd form on the same operands, each op's filters transformed first; its rounding
-    // error is larger (day08 allows 4x v4's tolerance).
+    // error is larger.
     std::vector<gpu100::DeviceBuffer<float>> u;
     for (int i = 0; i < count; ++i) {
       u.emplace_back(day08::winograd_filter_floats(shape));
@@ -423,9 +423,16 @@ void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64
       g.op[i].w = u.back().data();
       bufs[5 * i + 4].poison();
     }
-    day08::conv2d_fused_winograd(shape, g);
+    // Both forms on the same U (day08's tolerances: 4x v4's for F(2x2, 3x3), 16x for F(4x4)).
+    day08::conv2d_fused_winograd(shape, g, nullptr, day08::WinogradForm::kF2x2);
     sync_check();
-    check("v7's Winograd kernel", 4.0);
+    check("v7's Winograd F(2x2) kernel", 4.0);
+    if (day08::winograd_has_f4(shape)) {
+      for (int i = 0; i < count; ++i) bufs[5 * i + 4].poison();
+      day08::conv2d_fused_winograd(shape, g, nullptr, day08::WinogradForm::kF4x4);
+      sync_check();
+      check("v14's Winograd F(4x4) kernel", 16.0);
+    }
   }
 }
 

@@ -86,6 +86,12 @@ std::string v7_refusal(const ConvShape& s, bool bias);
 // v8: the same Winograd kernel with its products on TF32 tensor cores; v7's shapes and refusals.
 void conv2d_v8_winograd_tf32(const ConvShape&, const float*, const float*, const float*, float*,
                              cudaStream_t);
+// v14: Winograd F(4x4, 3x3), fp32 on CUDA cores; v7's shapes, its own refusal text.
+void conv2d_v14_winograd_f4(const ConvShape&, const float*, const float*, const float*, float*,
+                            cudaStream_t);
+std::string v14_refusal(const ConvShape& s, bool bias);
+// The F(2x2, 3x3) part of conv.hpp's Winograd filters U (which the F(4x4) part follows).
+size_t winograd_f2_floats(const ConvShape& s);
 // cuDNN (when GPU100_HAVE_CUDNN): cudnnConvolutionForward with the algorithm that
 // cudnnFindConvolutionForwardAlgorithm picks, then cudnnAddTensor for the bias. The first call for
 // a shape finds the algorithm and allocates the workspace (once, kept for later calls); later calls
@@ -187,6 +193,12 @@ void conv2d_v4_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream
 void conv2d_v5_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 // v7's kernel on a group whose `w` are Winograd-transformed filters (winograd_transform_filters).
 void conv2d_v7_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+// v14's: its filter transform (v14_filter_floats(s) floats of U), its kernel on such U, and how
+// many blocks it launches at a shape.
+size_t v14_filter_floats(const ConvShape& s);
+int64_t v14_blocks(const ConvShape& s);
+void v14_transform_filters(const ConvShape& s, const float* w, float* u, cudaStream_t stream);
+void conv2d_v14_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 template <class Y>
 void conv2d_v6_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);

@@ -361,10 +361,10 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
     const auto again = data.run(v.name, s, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
   }
-  // v7 and v8 (3x3, stride 1 only) at a shape of the same kind.
+  // v7, v8 and v14 (3x3, stride 1 only) at a shape of the same kind.
   const day08::ConvShape s1 = make(2, 5, 33, 35, 67, 3, 3, 1, 1);
   LayerData d1(s1, 4244);
-  for (const char* name : {"v7_winograd", "v8_winograd_tf32"}) {
+  for (const char* name : {"v7_winograd", "v8_winograd_tf32", "v14_winograd_f4"}) {
     if (gpu100::lacks_code(variant(name))) continue;
     INFO(name);
     const auto first = d1.run(name, s1, true);

@@ -92,9 +92,13 @@ const float* transform_filters(const ConvShape& s, const Params& g, const float*
 // conv.hpp's Winograd fused form: the filters transformed once, into the caller's buffer.
 namespace day08 {
 
+size_t winograd_f2_floats(const ConvShape& s) {
+  return size_t(wino::kPoints) * size_t(s.c) * size_t(gpu100::round_up(s.k, wino::kBK));
+}
+
 size_t winograd_filter_floats(const ConvShape& s) {
   check_conv_args(s);
-  return size_t(wino::kPoints) * size_t(s.c) * size_t(gpu100::round_up(s.k, wino::kBK));
+  return winograd_f2_floats(s) + (winograd_has_f4(s) ? detail::v14_filter_floats(s) : 0);
 }
 
 void winograd_transform_filters(const ConvShape& s, const float* w, float* u, cudaStream_t stream) {
@@ -106,6 +110,7 @@ void winograd_transform_filters(const ConvShape& s, const float* w, float* u, cu
     throw std::invalid_argument("winograd_transform_filters: a null w or u");
   }
   wino::transform_filters_into(s, wino::make_params(s), w, false, u, stream);
+  if (winograd_has_f4(s)) detail::v14_transform_filters(s, w, u + winograd_f2_floats(s), stream);
 }
 
 }  // namespace day08
