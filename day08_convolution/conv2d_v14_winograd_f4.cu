@@ -18,14 +18,16 @@
 //    would hold 36 x 2048 sums, more than an SM's 64K registers; here a block takes 32 tiles x 32
 //    filters (36,864 sums, 96 a thread over 12 warps). Each U value is then read by 32 tiles, each
 //    V value by 32 filters: 0.25 bytes of L2 traffic a multiply-add (v7: 0.19).
-//  - the transforms: a patch is 36 loads and about 190 additions (v7: 16 and 32), done by 256 of
-//    the 384 threads while the other 128 wait at the chunk's barrier.
-// The structure is v7's: the filters transformed once by a small kernel (36 x C x K floats, read
-// from L2), then one block per 32 output tiles x 32 filters that loops over C in chunks of 8
-// channels, loading the next chunk's patches into registers and its U by cp.async while this
-// chunk's products run, then stages its sums in shared memory for the output transform. Warp w
-// owns transform points 3w .. 3w + 2; each thread accumulates 8 tiles x 4 filters at each of them
-// as an outer product of 16-byte shared-memory loads (day04's register tiling).
+//  - the transforms: a patch is 36 loads and about 190 additions (v7: 16 and 32), by 256 of the
+//    384 threads. Done between two barriers, as v7 does, the other warps would wait them out;
+//    here they run in four pieces between a chunk's last products (below).
+// The structure is v7's otherwise: the filters transformed once by a small kernel (36 x C x K
+// floats, read from L2), then one block per 32 output tiles x 32 filters that loops over C in
+// chunks of 8 channels, then stages its sums in shared memory for the output transform. A
+// thread's raw 6 x 6 patch comes by 4-byte cp.async into shared memory a chunk ahead (held in
+// registers, as v7 holds its 4 x 4 patch, it spilled: 168 registers a thread are all 12 warps
+// get). Warp w owns transform points 3w .. 3w + 2; each thread accumulates 8 tiles x 4 filters at
+// each of them as an outer product of 16-byte shared-memory loads (day04's register tiling).
 // Only 3x3 filters at stride 1 and dilation 1 (v14_refusal).
 #include <cuda_runtime.h>
 
@@ -61,9 +63,9 @@ constexpr int kRawFloats = kBC * kTiles * kPatchPitch;
 constexpr int kMPitch = kTiles + 1;
 constexpr int kMPoint = kBK * kMPitch;
 constexpr int kMFloats = kPoints * kMPoint;
-// V once, U and the raw patches twice (186 KB: one block per SM); M reuses them at the end.
+// V, U and the raw patches twice each (218 KB: one block per SM); M reuses them at the end.
 constexpr size_t kSmemBytes =
-    sizeof(float) * std::max(kVFloats + 2 * (kUFloats + kRawFloats), kMFloats);
+    sizeof(float) * std::max(2 * (kVFloats + kUFloats + kRawFloats), kMFloats);
 static_assert(kThreads == 32 * kPoints / 3, "a warp per 3 points");
 static_assert(kTiles * kBC <= kThreads, "a transform thread per (tile, channel) of a chunk");
 static_assert(kPoints * kBC * kBK / 4 % kThreads == 0, "U's 16-byte copies split evenly");
@@ -192,27 +194,48 @@ struct PatchCopier {
 };
 
 // V = B^T d B for the raw patch d (36 floats in shared memory, row-major), point (r, s) written
-// to v[r * stride_r + s * stride_s]: the columns first (6 loads each), then each row of B^T d is
-// finished and stored, so at most 48 values are live (the thread's 96 sums stay in registers).
-__device__ __forceinline__ void transform_patch(const float* d, float* v, int stride) {
-  float t[36];  // B^T d: column s of d -> rows r of t
-#pragma unroll
-  for (int s = 0; s < 6; ++s) {
-    const float col[6] = {d[s], d[6 + s], d[12 + s], d[18 + s], d[24 + s], d[30 + s]};
+// to v[(6 r + s) * stride], in four pieces that the products of a chunk are interleaved with:
+// piece 0 is row 0 of V, 1 rows 1 and 2, 2 rows 3 and 4, 3 row 5. A piece combines the rows of d
+// its rows of B^T name (rows 0, 2, 4; 1-4; 1-4; 1, 3, 5), 6 columns at a time, then applies B
+// along the row: at most 24 values live beside the thread's 96 sums.
+template <int kPiece>
+__device__ __forceinline__ void transform_piece(const float* d, float* v, int stride) {
+  auto row = [&](int i, int s) { return d[6 * i + s]; };
+  auto put = [&](int r, const float(&e)[6]) {
     float o[6];
-    bt_1d(col, o);
-#pragma unroll
-    for (int r = 0; r < 6; ++r) t[6 * r + s] = o[r];
-  }
-#pragma unroll
-  for (int r = 0; r < 6; ++r) {  // (B^T d) B, row r
-    const float row[6] = {t[6 * r],     t[6 * r + 1], t[6 * r + 2],
-                          t[6 * r + 3], t[6 * r + 4], t[6 * r + 5]};
-    float o[6];
-    bt_1d(row, o);
+    bt_1d(e, o);
 #pragma unroll
     for (int s = 0; s < 6; ++s) v[(6 * r + s) * stride] = o[s];
+  };
+  if constexpr (kPiece == 0 || kPiece == 3) {
+    float e[6];  // B^T row 0: 4 d0 - 5 d2 + d4; row 5: 4 d1 - 5 d3 + d5
+    constexpr int a = kPiece == 0 ? 0 : 1;
+#pragma unroll
+    for (int s = 0; s < 6; ++s)
+      e[s] = fmaf(4.f, row(a, s), fmaf(-5.f, row(a + 2, s), row(a + 4, s)));
+    put(kPiece == 0 ? 0 : 5, e);
+  } else {
+    float e0[6], e1[6];
+#pragma unroll
+    for (int s = 0; s < 6; ++s) {
+      const float d1 = row(1, s), d2 = row(2, s), d3 = row(3, s), d4 = row(4, s);
+      if constexpr (kPiece == 1) {  // rows 1, 2: (d3 + d4) - 4 (d1 + d2), (d4 - d3) + 4 (d1 - d2)
+        e0[s] = fmaf(-4.f, d1 + d2, d3 + d4);
+        e1[s] = fmaf(4.f, d1 - d2, d4 - d3);
+      } else {  // rows 3, 4: (d4 - d2) +- 2 (d3 - d1)
+        e0[s] = fmaf(2.f, d3 - d1, d4 - d2);
+        e1[s] = fmaf(-2.f, d3 - d1, d4 - d2);
+      }
+    }
+    put(kPiece == 1 ? 1 : 3, e0);
+    put(kPiece == 1 ? 2 : 4, e1);
   }
+}
+__device__ __forceinline__ void transform_patch(const float* d, float* v, int stride) {
+  transform_piece<0>(d, v, stride);
+  transform_piece<1>(d, v, stride);
+  transform_piece<2>(d, v, stride);
+  transform_piece<3>(d, v, stride);
 }
 
 // Tile tt of a V row sits at 8 (tt % 4) + tt / 4: a thread's 8 tiles tg + 4 i are contiguous.
@@ -236,24 +259,22 @@ struct Sums {
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[q][i][j] = 0.f;
   }
-  __device__ void chunk(const float* vb, const float* ub) {
+  // The products of channel c of a chunk.
+  __device__ __forceinline__ void channel(const float* vb, const float* ub, int c) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int tg = lane & 3, kg = lane >> 2;
-#pragma unroll 2
-    for (int c = 0; c < kBC; ++c) {
 #pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        const int row = (3 * warp + q) * kBC + c;
-        const float4 v0 = *reinterpret_cast<const float4*>(vb + row * kRow + 8 * tg);
-        const float4 v1 = *reinterpret_cast<const float4*>(vb + row * kRow + 8 * tg + 4);
-        const float4 u0 = *reinterpret_cast<const float4*>(ub + row * kRow + 4 * kg);
-        const float vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-        const float uu[4] = {u0.x, u0.y, u0.z, u0.w};
+    for (int q = 0; q < 3; ++q) {
+      const int row = (3 * warp + q) * kBC + c;
+      const float4 v0 = *reinterpret_cast<const float4*>(vb + row * kRow + 8 * tg);
+      const float4 v1 = *reinterpret_cast<const float4*>(vb + row * kRow + 8 * tg + 4);
+      const float4 u0 = *reinterpret_cast<const float4*>(ub + row * kRow + 4 * kg);
+      const float vv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+      const float uu[4] = {u0.x, u0.y, u0.z, u0.w};
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < 8; ++i)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[q][i][j] = fmaf(vv[i], uu[j], acc[q][i][j]);
-      }
+        for (int j = 0; j < 4; ++j) acc[q][i][j] = fmaf(vv[i], uu[j], acc[q][i][j]);
     }
   }
   __device__ void stage(float* ms) const {
@@ -329,17 +350,23 @@ __device__ __forceinline__ void store_outputs(const float* ms, const Params& g, 
 
 // One block: 32 tiles x 32 filters of the convolution blockIdx.z of the group, whose `w` is its
 // transformed filters U. Thread (tc, tt) < 256 owns the patch of tile tt, channel tc of each
-// chunk of 8: it copies it in (PatchCopier) two chunks ahead and transforms it into V one chunk
-// ahead; U comes by cp.async, 6 16-byte copies a thread, two chunks ahead. Per chunk:
-//   products of chunk ch (V, U[ch % 2])
-//   wait for chunk ch + 1's copies, barrier    (and every warp is done with V and U[ch % 2])
-//   copies of chunk ch + 2 into raw[ch % 2] and U[ch % 2]
-//   transform raw[(ch + 1) % 2] into V, barrier
+// chunk of 8: it copies it in (PatchCopier) and transforms it itself, so its raw buffers need no
+// barrier. U comes by cp.async, 6 16-byte copies a thread. Chunk ch, with every buffer doubled:
+//   copy chunk ch + 2's patch into raw[ch % 2]          (transformed during chunk ch - 1)
+//   products of channels 0-3 of chunk ch (V[ch % 2], U[ch % 2])
+//   wait for chunk ch + 1's copies (this thread's)
+//   products of channels 4-7, each followed by a piece of chunk ch + 1's transform into
+//   V[(ch + 1) % 2]
+//   barrier                                          (V and U of chunk ch + 1 complete for all;
+//                                                     V[ch % 2] and U[ch % 2] read by all)
+//   copy chunk ch + 2's U into U[ch % 2]
+// So the transforms run under the products (the patches are transformed by 256 of the 384
+// threads, and the other warps keep the FMA pipes busy meanwhile), with one barrier a chunk.
 __global__ void __launch_bounds__(kThreads, 1)
     conv2d_v14_kernel(const Params g, const ConvGroup<float> grp) {
   extern __shared__ __align__(16) float smem[];
-  float* vs = smem;                // [point][c][tile]
-  float* us = vs + kVFloats;       // [2][point][c][filter]
+  float* vs = smem;                // [2][point][c][tile]
+  float* us = vs + 2 * kVFloats;   // [2][point][c][filter]
   float* raw = us + 2 * kUFloats;  // [2][c][tile][kPatchPitch]
   const ConvOperands<float> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
   const float* __restrict__ u = op.w;
@@ -352,49 +379,63 @@ __global__ void __launch_bounds__(kThreads, 1)
   PatchCopier patch;
   if (transformer) patch.init(op.x, g, tile0 + tt, tc);
   float* my_raw = raw + (tc * kTiles + tt) * kPatchPitch;  // + buf * kRawFloats
-  auto load_chunk = [&](int buf, int c0) {                 // this thread's copies of chunk c0 / kBC
-    if (transformer) patch.copy(my_raw + buf * kRawFloats, g);
-#pragma unroll
-    for (int i = 0; i < kPoints * kBC * kBK / 4 / kThreads; ++i) {
-      const int f = tid + i * kThreads;
-      const int col = f % (kBK / 4), row = f / (kBK / 4);  // row = point * kBC + c
-      const int point = row / kBC, c = c0 + row % kBC;
-      const bool ok = c < g.c;
-      const float* src = u + (int64_t(point) * g.c + (ok ? c : 0)) * g.kpad + k0 + 4 * col;
-      igemm::cp_async_16(us + buf * kUFloats + row * kRow + 4 * col, src, ok);
-    }
+  float* my_v = vs + tc * kRow + v_pos(tt);                // + buf * kVFloats
+  const int chunks = gpu100::ceil_div(g.c, kBC);
+  // This thread's copies of chunk `ch` (nothing past the last), as one commit group each.
+  auto copy_patch = [&](int ch) {
+    if (transformer && ch < chunks) patch.copy(my_raw + (ch & 1) * kRawFloats, g);
     igemm::cp_async_commit();
   };
-  auto transform = [&](int buf) {
-    if (transformer)
-      transform_patch(my_raw + buf * kRawFloats, vs + tc * kRow + v_pos(tt), kBC * kRow);
+  auto copy_u = [&](int ch) {
+    if (ch < chunks) {
+#pragma unroll
+      for (int i = 0; i < kPoints * kBC * kBK / 4 / kThreads; ++i) {
+        const int f = tid + i * kThreads;
+        const int col = f % (kBK / 4), row = f / (kBK / 4);  // row = point * kBC + c
+        const int point = row / kBC, c = ch * kBC + row % kBC;
+        const bool ok = c < g.c;
+        const float* src = u + (int64_t(point) * g.c + (ok ? c : 0)) * g.kpad + k0 + 4 * col;
+        igemm::cp_async_16(us + (ch & 1) * kUFloats + row * kRow + 4 * col, src, ok);
+      }
+    }
+    igemm::cp_async_commit();
   };
 
   Sums sums;
   sums.zero();
-  const int chunks = gpu100::ceil_div(g.c, kBC);
-  load_chunk(0, 0);
-  if (chunks > 1) load_chunk(1, kBC);
-  if (chunks > 1) {
-    igemm::cp_async_wait<1>();  // chunk 0's copies (chunk 1's may still fly)
-  } else {
-    igemm::cp_async_wait<0>();
-  }
-  __syncthreads();
-  transform(0);
-  __syncthreads();
+  // Commit groups, in order: P0+U0, P1, U1, then per chunk ch: P(ch + 2) at its start, U(ch + 2)
+  // after its barrier. Mid-chunk ch, the groups of chunk ch + 1 are complete once at most one
+  // (P(ch + 2)) is pending.
+  if (transformer) patch.copy(my_raw, g);
+  copy_u(0);
+  copy_patch(1);
+  copy_u(1);
+  igemm::cp_async_wait<2>();  // this thread's chunk 0
+  if (transformer) transform_patch(my_raw, my_v, kBC * kRow);
+  __syncthreads();  // V0 and U0, everyone's
   for (int ch = 0; ch < chunks; ++ch) {
     const int buf = ch & 1;
-    sums.chunk(vs, us + buf * kUFloats);
-    if (ch + 1 < chunks) {
-      igemm::cp_async_wait<0>();  // chunk ch + 1's copies
-      __syncthreads();            // everyone's, and every warp is done with V and U[buf]
-      if (ch + 2 < chunks) load_chunk(buf, (ch + 2) * kBC);
-      transform(buf ^ 1);
-      __syncthreads();
-    }
+    const float* vb = vs + buf * kVFloats;
+    const float* ub = us + buf * kUFloats;
+    copy_patch(ch + 2);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sums.channel(vb, ub, c);
+    igemm::cp_async_wait<1>();  // chunk ch + 1's patch and U, this thread's
+    const bool next = transformer && ch + 1 < chunks;
+    const float* d = my_raw + (buf ^ 1) * kRawFloats;
+    float* v = my_v + (buf ^ 1) * kVFloats;
+    sums.channel(vb, ub, 4);
+    if (next) transform_piece<0>(d, v, kBC * kRow);
+    sums.channel(vb, ub, 5);
+    if (next) transform_piece<1>(d, v, kBC * kRow);
+    sums.channel(vb, ub, 6);
+    if (next) transform_piece<2>(d, v, kBC * kRow);
+    sums.channel(vb, ub, 7);
+    if (next) transform_piece<3>(d, v, kBC * kRow);
+    __syncthreads();
+    copy_u(ch + 2);
   }
-  __syncthreads();  // every warp's last products, before M overwrites V and U
+  igemm::cp_async_wait<0>();  // (only empty groups remain) before M overwrites the buffers
   float* ms = smem;
   sums.stage(ms);
   __syncthreads();
