@@ -111,17 +111,18 @@ bool conv2d_fused_tf32_runs_v13(const ConvShape& s);
 // conv2d_fused_winograd points at such a U. U holds the F(2x2) filters, then the F(4x4) ones
 // where winograd_has_f4(s): C and K at most 128 (the F(4x4) filters take 36 floats a filter and
 // channel against 16; at C = K = 256 and 512, ResNet-18's deep layers, that would be 150 MB a
-// trunk for a form measured slower there). The form runs by `form`; kAuto picks it per call
-// (winograd_form). The rounding error is larger than the direct convolution's (day08's tests
-// allow 4x v4's for F(2x2) and 16x for F(4x4)).
+// trunk for a form measured 1.03x and 0.78x F(2x2) there). The form runs by `form`; kAuto picks it
+// per call (winograd_form). The rounding error is larger than the direct convolution's (day08's
+// tests allow 4x v4's for F(2x2) and 16x for F(4x4)).
 enum class WinogradForm { kAuto, kF2x2, kF4x4 };
 bool winograd_takes(const ConvShape& s);
 bool winograd_has_f4(const ConvShape& s);
 // kAuto's pick at this shape: F(4x4) where U holds it, its 4x4 output tiles pad the output by at
 // most 5% more than F(2x2)'s 2x2 tiles, and its blocks (32 tiles x 32 filters, one per SM) fill
-// the GPU at least twice; else F(2x2). Measured on an H100 at N = 32 (day08 README): F(4x4) was
-// faster at 104 x 136 and 52 x 68, slower at 26 x 34 and 13 x 17 (4x4 tiles pad them to 28 x 36
-// and 16 x 20) and at N = 1 (too few blocks).
+// the GPU at least twice; else F(2x2). Measured on an H100 at N = 32 (day08 README): F(4x4) 1.25x
+// faster or more at 104 x 136 and 52 x 68, 1.03x at 26 x 34 (4x4 tiles pad it to 28 x 36; the
+// rule, set before v14's last step, keeps F(2x2) there), 0.78x at 13 x 17 (padded to 16 x 20),
+// and slower at N = 1 (too few blocks).
 WinogradForm winograd_form(const ConvShape& s);
 size_t winograd_filter_floats(const ConvShape& s);
 void winograd_transform_filters(const ConvShape& s, const float* w, float* u,

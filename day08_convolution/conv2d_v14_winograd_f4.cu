@@ -29,6 +29,10 @@
 // get). Warp w owns transform points 3w .. 3w + 2; each thread accumulates 8 tiles x 4 filters at
 // each of them as an outer product of 16-byte shared-memory loads (day04's register tiling).
 // Only 3x3 filters at stride 1 and dilation 1 (v14_refusal).
+// Measured (H100, results/h100/day08_convolution*.json): 0.216 ms at the ResNet layer, 1.28x v7
+// and 1.21x cuDNN fp32; at N = 32 faster than v7 at 104 x 136, 52 x 68 and 26 x 34, slower at
+// 13 x 17 (its 4x4 tiles pad it to 16 x 20, and its 320 blocks fill the H100 2.4 times), which is
+// why conv.hpp's fused form picks between them per shape (winograd_form).
 #include <cuda_runtime.h>
 
 #include <algorithm>
