@@ -418,6 +418,19 @@ void conv2d_fused_tf32_nhwc(const ConvShape& s, const ConvGroup<float>& g, cudaS
   }
 }
 
+namespace {
+// The current GPU's SMs, asked once per GPU: the fill rules of v12's and v14's picks below.
+int sm_count() {
+  static gpu100::PerDevice<int> per_gpu;
+  return per_gpu.get([] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  });
+}
+}  // namespace
+
 bool winograd_takes(const ConvShape& s) {
   return v7_refusal(s, false).empty();
 }
@@ -432,14 +445,8 @@ WinogradForm winograd_form(const ConvShape& s) {
   const int64_t padded4 = int64_t(gpu100::round_up(p, 4)) * gpu100::round_up(q, 4);
   const int64_t padded2 = int64_t(gpu100::round_up(p, 2)) * gpu100::round_up(q, 2);
   if (20 * padded4 > 21 * padded2) return WinogradForm::kF2x2;
-  static gpu100::PerDevice<int> sms_per_gpu;
-  const int sms = sms_per_gpu.get([] {
-    int device = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  });
-  return detail::v14_blocks(s) >= 2 * int64_t(sms) ? WinogradForm::kF4x4 : WinogradForm::kF2x2;
+  return detail::v14_blocks(s) >= 2 * int64_t(sm_count()) ? WinogradForm::kF4x4
+                                                          : WinogradForm::kF2x2;
 }
 void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g, cudaStream_t stream,
                            WinogradForm form) {
@@ -464,15 +471,8 @@ namespace {
 // splits the few tiles' work along GEMM_K (measured at N = 1: 0.124 ms for l1's 8 convolutions on
 // v12 against 0.102 on v10).
 bool v12_fills_gpu(const ConvShape& s) {
-  static gpu100::PerDevice<int> sms_per_gpu;
-  const int sms = sms_per_gpu.get([] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  });
   const int64_t tiles = int64_t(s.n) * gpu100::ceil_div(s.p(), 8) * gpu100::ceil_div(s.q(), 8);
-  return tiles >= 2 * 3 * int64_t(sms);
+  return tiles >= 2 * 3 * int64_t(sm_count());
 }
 }  // namespace
 

@@ -468,12 +468,7 @@ void launch_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t 
 }  // namespace
 
 std::string v14_refusal(const ConvShape& s, bool /*bias*/) {
-  if (s.r != 3 || s.s != 3 || s.stride != 1 || s.dilation != 1) {
-    return "Winograd F(4x4, 3x3) needs 3x3 filters, stride 1 and dilation 1, got " +
-           std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride) +
-           " dilation " + std::to_string(s.dilation);
-  }
-  return "";
+  return winograd_refusal(s, "F(4x4, 3x3)");
 }
 
 void conv2d_v14_winograd_f4(const ConvShape& s, const float* x, const float* w, const float* bias,

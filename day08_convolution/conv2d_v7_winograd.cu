@@ -87,12 +87,7 @@ struct FmaEngine {
 }  // namespace
 
 std::string v7_refusal(const ConvShape& s, bool /*bias*/) {
-  if (s.r != 3 || s.s != 3 || s.stride != 1 || s.dilation != 1) {
-    return "Winograd F(2x2, 3x3) needs 3x3 filters, stride 1 and dilation 1, got " +
-           std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride) +
-           " dilation " + std::to_string(s.dilation);
-  }
-  return "";
+  return winograd_refusal(s, "F(2x2, 3x3)");
 }
 
 void conv2d_v7_winograd(const ConvShape& s, const float* x, const float* w, const float* bias,

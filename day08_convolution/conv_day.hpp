@@ -92,6 +92,8 @@ void conv2d_v14_winograd_f4(const ConvShape&, const float*, const float*, const 
 std::string v14_refusal(const ConvShape& s, bool bias);
 // The F(2x2, 3x3) part of conv.hpp's Winograd filters U (which the F(4x4) part follows).
 size_t winograd_f2_floats(const ConvShape& s);
+// The shape rule v7, v8 and v14 share ("" when taken), naming the form ("F(2x2, 3x3)").
+std::string winograd_refusal(const ConvShape& s, const char* form);
 // cuDNN (when GPU100_HAVE_CUDNN): cudnnConvolutionForward with the algorithm that
 // cudnnFindConvolutionForwardAlgorithm picks, then cudnnAddTensor for the bias. The first call for
 // a shape finds the algorithm and allocates the workspace (once, kept for later calls); later calls

@@ -92,6 +92,15 @@ const float* transform_filters(const ConvShape& s, const Params& g, const float*
 // conv.hpp's Winograd fused form: the filters transformed once, into the caller's buffer.
 namespace day08 {
 
+std::string winograd_refusal(const ConvShape& s, const char* form) {
+  if (s.r != 3 || s.s != 3 || s.stride != 1 || s.dilation != 1) {
+    return std::string("Winograd ") + form + " needs 3x3 filters, stride 1 and dilation 1, got " +
+           std::to_string(s.r) + "x" + std::to_string(s.s) + " stride " + std::to_string(s.stride) +
+           " dilation " + std::to_string(s.dilation);
+  }
+  return "";
+}
+
 size_t winograd_f2_floats(const ConvShape& s) {
   return size_t(wino::kPoints) * size_t(s.c) * size_t(gpu100::round_up(s.k, wino::kBK));
 }
