@@ -413,6 +413,24 @@ void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64
   day08::conv2d_fused(p, shape, g);
   sync_check();
   check(p == gpu100::Precision::kFp32 ? "v4's kernel" : "v5's kernel", 1.0);
+  if (p == gpu100::Precision::kFp32) {
+    // v15's kernel on the same operands, each op's filters transposed to CRSK first: the same
+    // FMAs in the same order as v4's, so the same outputs bit for bit.
+    std::vector<std::vector<float>> v4_out;
+    std::vector<gpu100::DeviceBuffer<float>> wt;
+    day08::ConvGroup<float> gt = g;
+    for (int i = 0; i < count; ++i) {
+      v4_out.push_back(bufs[5 * i + 4].download());
+      wt.emplace_back(day08::crsk_filter_floats(shape));
+      day08::crsk_transform_filters(shape, g.op[i].w, wt.back().data());
+      gt.op[i].w = wt.back().data();
+      bufs[5 * i + 4].poison();
+    }
+    day08::conv2d_fused_crsk(shape, gt, nullptr);
+    sync_check();
+    check("v15's kernel", 1.0);
+    for (int i = 0; i < count; ++i) REQUIRE(bufs[5 * i + 4].download() == v4_out[i]);
+  }
   if (p == gpu100::Precision::kFp32 && day08::winograd_takes(shape)) {
     // The Winograd form on the same operands, each op's filters transformed first; its rounding
     // error is larger.
@@ -432,6 +450,10 @@ void check_fused_fp32(gpu100::Precision p, const ConvCase& cc, int count, uint64
       day08::conv2d_fused_winograd(shape, g, nullptr, day08::WinogradForm::kF4x4);
       sync_check();
       check("v14's Winograd F(4x4) kernel", 16.0);
+      for (int i = 0; i < count; ++i) bufs[5 * i + 4].poison();
+      day08::conv2d_fused_winograd(shape, g, nullptr, day08::WinogradForm::kF4x4Gemm);
+      sync_check();
+      check("v16's Winograd F(4x4) kernels", 16.0);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,19 @@ void sgemm_v8_double_buffered(GemmShape, float, const float*, const float*, floa
 // v8's second form: cp.async straight into a ring of shared-memory stages, no register staging
 // (A transposed first, timed with it).
 void sgemm_v8_cp_async(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);
+// The same kernel (the 128 x 128 x 8 configuration) over a batch of independent GEMMs of one
+// shape whose A is given transposed, as the kernel reads it: C_i = A_i B_i for i < batch.count,
+// A_i^T (K x ldat, row-major, ldat >= M), B_i (K x N) and C_i (M x N) row-major, matrix i at
+// at + i * batch.stride_at (and likewise for b and c). Needs ldat, N and the strides multiples of
+// 4 and 16-byte aligned matrices (std::invalid_argument otherwise); the columns of A^T past M are
+// read, so they must be finite. Nothing is transposed or allocated: day08's v16 runs its 36
+// Winograd point GEMMs as one such launch.
+struct SgemmBatch {
+  int count = 1;
+  int64_t stride_at = 0, stride_b = 0, stride_c = 0;  // floats between consecutive matrices
+};
+void sgemm_v8_batched_at(GemmShape s, int ldat, const float* at, const float* b, float* c,
+                         const SgemmBatch& batch, cudaStream_t stream);
 // The autotuned v8: the first call for a given (M, N, K) times every configuration in
 // sgemm_v8_configs() (both forms of v8) once and remembers the fastest; later calls use it.
 void sgemm_v8_autotuned(GemmShape, float, const float*, const float*, float, float*, cudaStream_t);

@@ -13,9 +13,12 @@
 // 16-byte copies whatever M and K; a B whose rows are no multiple of 16 bytes (N % 4 != 0, or a
 // misaligned pointer) is read in 4-byte cp.async copies, 4 per 16-byte chunk (8 per thread per
 // slab at 128 x 128 x 8, against 512 FMAs), and C is then stored element by element.
+#include <stdexcept>
+
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "gemm.hpp"
 #include "mma.cuh"
 #include "tiles.cuh"
@@ -57,11 +60,16 @@ __device__ __forceinline__ void copy_tile_async(float* dst, const float* __restr
 // ldat: A^T's row pitch (M rounded up to 4, the pad zeroed). kVecB: B's rows and C are 16-byte
 // multiples and aligned (N % 4 == 0).
 template <int BM, int BN, int BK, int WM, int WN, int kThreads, int kStages, int kMinBlocks,
-          bool kVecB>
+          bool kVecB, bool kBatched = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     sgemm_v8_cp_async_kernel(int m, int n, int k, int ldat, float alpha,
                              const float* __restrict__ at, const float* __restrict__ b, float beta,
-                             float* c) {
+                             float* c, SgemmBatch batch) {
+  if constexpr (kBatched) {  // blockIdx.z picks the batch's GEMM
+    at += blockIdx.z * batch.stride_at;
+    b += blockIdx.z * batch.stride_b;
+    c += blockIdx.z * batch.stride_c;
+  }
   static_assert((BM / WM) * (BN / WN) * 32 == kThreads, "one warp per warp tile");
   static_assert(kStages >= 2, "at least two stages");
   constexpr int kAStage = BK * (BM + tiles::kAPad), kBStage = BK * BN;
@@ -136,7 +144,8 @@ void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b
                                  size_t(ldat - s.m) * sizeof(float), size_t(s.k), stream));
   }
   const dim3 grid(gpu100::ceil_div(s.n, BN), gpu100::ceil_div(s.m, BM));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, ldat, alpha, at.data(), b, beta, c);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, ldat, alpha, at.data(), b, beta, c,
+                                                 SgemmBatch{});
   CUDA_CHECK_LAST();
 }
 
@@ -152,6 +161,33 @@ void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b
 void sgemm_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b, float beta,
                        float* c, cudaStream_t stream) {
   launch_v8_cp_async<128, 128, 8, 64, 64, 128, 4>(s, alpha, a, b, beta, c, stream);
+}
+
+void sgemm_v8_batched_at(GemmShape s, int ldat, const float* at, const float* b, float* c,
+                         const SgemmBatch& batch, cudaStream_t stream) {
+  constexpr int BM = 128, BN = 128, BK = 8, WM = 64, WN = 64, kThreads = 128, kStages = 4;
+  constexpr size_t kSmemBytes = sizeof(float) * kStages * (BK * (BM + tiles::kAPad) + BK * BN);
+  constexpr auto kernel =
+      sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, 2, true, true>;
+  check_gemm_args(s, at, b, c);
+  if (batch.count < 1 || batch.count > 65535 || gpu100::ceil_div(s.m, BM) > 65535 || ldat < s.m ||
+      ldat % 4 != 0 || s.n % 4 != 0 || !gpu100::aligned16(at) || !gpu100::aligned16(b) ||
+      !gpu100::aligned16(c) || batch.stride_at % 4 != 0 || batch.stride_b % 4 != 0 ||
+      batch.stride_c % 4 != 0) {
+    throw std::invalid_argument(
+        "sgemm_v8_batched_at: needs 1..65535 GEMMs, M up to 65535 x 128, ldat >= M, ldat and N "
+        "multiples of 4, and 16-byte aligned matrices");
+  }
+  static gpu100::PerDevice<bool> opted_in;  // > 48 KB of shared memory, on every GPU it runs on
+  opted_in.get([] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kSmemBytes)));
+    return true;
+  });
+  const dim3 grid(gpu100::ceil_div(s.n, BN), gpu100::ceil_div(s.m, BM),
+                  static_cast<unsigned>(batch.count));
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, ldat, 1.f, at, b, 0.f, c, batch);
+  CUDA_CHECK_LAST();
 }
 
 // The cp.async configurations the autotuner adds to v8's (sgemm_v8_configs).

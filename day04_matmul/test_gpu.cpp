@@ -58,6 +58,49 @@ TEST_CASE("every v8 tile configuration is correct, and the autotuner picks one",
   CHECK_FALSE(day04::sgemm_autotuned_choice(s).empty());
 }
 
+TEST_CASE("the batched v8 kernel computes each GEMM of its batch, with A given transposed",
+          "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // M past one 128-row tile and N past one 128-column tile, neither a multiple; ldat > M (the pad
+  // columns of A^T hold values that must not reach C); three GEMMs with gaps between them.
+  const day04::GemmShape s{131, 132, 19};
+  const int ldat = 136, count = 3;
+  day04::SgemmBatch batch;
+  batch.count = count;
+  batch.stride_at = int64_t(s.k) * ldat + 8;
+  batch.stride_b = int64_t(s.k) * s.n + 4;
+  batch.stride_c = int64_t(s.m) * s.n + 12;
+  const std::vector<float> at = gpu100::random_vector<float>(size_t(batch.stride_at) * count, 71);
+  const std::vector<float> b = gpu100::random_vector<float>(size_t(batch.stride_b) * count, 72);
+  gpu100::DeviceBuffer<float> d_at(at.size()), d_b(b.size()), d_c(size_t(batch.stride_c) * count);
+  d_at.upload(at);
+  d_b.upload(b);
+  d_c.poison();
+  day04::sgemm_v8_batched_at(s, ldat, d_at.data(), d_b.data(), d_c.data(), batch, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> c = d_c.download();
+  const gpu100::Tolerance tol = day04::gemm_tolerance(day04::Precision::kFp32, s.k, 1.0);
+  for (int i = 0; i < count; ++i) {
+    std::vector<float> a(size_t(s.m) * s.k), ref(size_t(s.m) * s.n);
+    for (int kk = 0; kk < s.k; ++kk)  // A_i from its transpose
+      for (int m = 0; m < s.m; ++m)
+        a[size_t(m) * s.k + kk] = at[i * batch.stride_at + kk * ldat + m];
+    day04::gemm_cpu(s, 1.0, a.data(), b.data() + i * batch.stride_b, 0.0, ref.data());
+    const std::vector<float> got(c.begin() + i * batch.stride_c,
+                                 c.begin() + i * batch.stride_c + int64_t(s.m) * s.n);
+    const auto cmp = gpu100::compare(ref, got, tol.abs_tol, tol.rel_tol);
+    INFO("GEMM " << i << ": " << cmp.summary());
+    REQUIRE(cmp.ok);
+  }
+  // N not a multiple of 4, and ldat < M, are refused before any launch.
+  CHECK_THROWS_AS(day04::sgemm_v8_batched_at({131, 130, 19}, ldat, d_at.data(), d_b.data(),
+                                             d_c.data(), batch, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      day04::sgemm_v8_batched_at(s, 128, d_at.data(), d_b.data(), d_c.data(), batch, nullptr),
+      std::invalid_argument);
+}
+
 TEST_CASE("GEMM by name on unaligned pointers takes the unaligned paths", "[gpu]") {
   GPU100_REQUIRE_GPU();
   const day04::GemmShape s{64, 64, 64};

@@ -226,6 +226,10 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            "implicit GEMM 128x64x16, 3-stage cp.async gather (below sm_80: plain loads), day04 "
            "WarpTile, 8x8 per thread",
            P::kFp32, conv2d_v4_implicit_gemm, false, "cudnn_fp32"},
+          {"v15_implicit_gemm_crsk",
+           "v4 on filters transposed to CRSK: B in 16-byte cp.async copies; 128x128 tiles, 8 "
+           "warps, where K > 64",
+           P::kFp32, conv2d_v15_implicit_gemm_crsk, false, "cudnn_fp32"},
           {"v5_implicit_gemm_tf32",
            "implicit GEMM 128x64x32 on mma.sync m16n8k8 TF32, 3-stage cp.async gather", P::kTf32,
            conv2d_v5_implicit_gemm_tf32, false, "cudnn_tf32", nullptr, false, nullptr, 1,
@@ -247,6 +251,11 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            "v7 in Winograd F(4x4,3x3): 6x6 patches, 36 GEMMs of 32 tiles x 32 filters per block, "
            "1.78x fewer FMAs than v7",
            P::kFp32, conv2d_v14_winograd_f4, false, "cudnn_fp32", nullptr, false, v14_refusal, 16},
+          {"v16_winograd_f4_gemm",
+           "v14 in three kernels: input transform, 36 point GEMMs on day04's SGEMM v8 (batched, "
+           "128x128 tiles), output transform",
+           P::kFp32, conv2d_v16_winograd_f4_gemm, false, "cudnn_fp32", nullptr, false, v16_refusal,
+           16},
           {"v9_implicit_gemm_wgmma_bf16_nhwc",
            "implicit GEMM 128x(64|128)x64 on wgmma bf16: a producer warpgroup gathers A "
            "(cp.async) and loads the filters (TMA), 2 consumer warpgroups, 4 mbarrier stages",
@@ -403,6 +412,24 @@ void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGro
   }
 }
 
+size_t crsk_filter_floats(const ConvShape& s) {
+  check_conv_args(s);
+  return detail::v15_filter_floats(s);
+}
+
+void crsk_transform_filters(const ConvShape& s, const float* w, float* wt, cudaStream_t stream) {
+  check_conv_args(s);
+  if (w == nullptr || wt == nullptr) {
+    throw std::invalid_argument("crsk_transform_filters: a null w or wt");
+  }
+  detail::v15_transform_filters(s, w, wt, stream);
+}
+
+void conv2d_fused_crsk(const ConvShape& s, const ConvGroup<float>& g, cudaStream_t stream) {
+  check_group("conv2d_fused_crsk", s, g);
+  detail::conv2d_v15_group(s, g, stream);
+}
+
 bool conv2d_fused_tf32_nhwc_takes(const ConvShape& s) {
   return gpu100::build_has(gpu100::ArchNeed::kSm90a) && v11_refusal(s, false).empty() &&
          s.k % 2 == 0;
@@ -418,8 +445,7 @@ void conv2d_fused_tf32_nhwc(const ConvShape& s, const ConvGroup<float>& g, cudaS
   }
 }
 
-namespace {
-// The current GPU's SMs, asked once per GPU: the fill rules of v12's and v14's picks below.
+namespace detail {
 int sm_count() {
   static gpu100::PerDevice<int> per_gpu;
   return per_gpu.get([] {
@@ -429,24 +455,32 @@ int sm_count() {
     return n;
   });
 }
-}  // namespace
+}  // namespace detail
 
 bool winograd_takes(const ConvShape& s) {
   return v7_refusal(s, false).empty();
 }
 
 bool winograd_has_f4(const ConvShape& s) {
-  return winograd_takes(s) && s.c <= 128 && s.k <= 128;
+  return winograd_takes(s);
 }
+
+namespace {
+// The 4x4 output tiles of a layer: the column count of v16's point GEMMs.
+int64_t v16_tiles(const ConvShape& s) {
+  return int64_t(s.n) * gpu100::ceil_div(s.p(), 4) * gpu100::ceil_div(s.q(), 4);
+}
+}  // namespace
 
 WinogradForm winograd_form(const ConvShape& s) {
   if (!winograd_has_f4(s)) return WinogradForm::kF2x2;
+  if (s.c >= 128 && s.k >= 128 && v16_tiles(s) >= 512) return WinogradForm::kF4x4Gemm;
   const int p = s.p(), q = s.q();
   const int64_t padded4 = int64_t(gpu100::round_up(p, 4)) * gpu100::round_up(q, 4);
   const int64_t padded2 = int64_t(gpu100::round_up(p, 2)) * gpu100::round_up(q, 2);
   if (20 * padded4 > 21 * padded2) return WinogradForm::kF2x2;
-  return detail::v14_blocks(s) >= 2 * int64_t(sm_count()) ? WinogradForm::kF4x4
-                                                          : WinogradForm::kF2x2;
+  return detail::v14_blocks(s) >= 2 * int64_t(detail::sm_count()) ? WinogradForm::kF4x4
+                                                                  : WinogradForm::kF2x2;
 }
 void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g, cudaStream_t stream,
                            WinogradForm form) {
@@ -463,7 +497,11 @@ void conv2d_fused_winograd(const ConvShape& s, const ConvGroup<float>& g, cudaSt
   }
   ConvGroup<float> g4 = g;  // the F(4x4) filters follow the F(2x2) ones in each U
   for (int i = 0; i < g.count; ++i) g4.op[i].w = g.op[i].w + winograd_f2_floats(s);
-  detail::conv2d_v14_group(s, g4, stream);
+  if (form == WinogradForm::kF4x4Gemm) {
+    detail::conv2d_v16_group(s, g4, stream);
+  } else {
+    detail::conv2d_v14_group(s, g4, stream);
+  }
 }
 namespace {
 // Whether v12's 8 x 8-pixel tiles give each of its consumer warpgroups (3 per SM) two tiles or
@@ -472,7 +510,7 @@ namespace {
 // v12 against 0.102 on v10).
 bool v12_fills_gpu(const ConvShape& s) {
   const int64_t tiles = int64_t(s.n) * gpu100::ceil_div(s.p(), 8) * gpu100::ceil_div(s.q(), 8);
-  return tiles >= 2 * 3 * int64_t(sm_count());
+  return tiles >= 2 * 3 * int64_t(detail::sm_count());
 }
 }  // namespace
 

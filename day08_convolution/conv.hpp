@@ -29,11 +29,11 @@ struct ConvShape {
 void check_conv_args(const ConvShape& s);
 
 // Conv2d forward by variant name ("v1_direct", "v2_smem_tiled", "v3_im2col_gemm",
-// "v4_implicit_gemm", "v5_implicit_gemm_tf32", ..., and "best_fp32": the fastest fp32 CUDA-core
-// variant), fp32 in and out, on device pointers, asynchronous on `stream`. bias may be nullptr.
-// Throws std::invalid_argument for an unknown name, and for the bf16 NHWC variants
-// (v6_implicit_gemm_bf16_nhwc, cudnn_bf16_nhwc), which take converted inputs (conv_day.hpp).
-// conv2d_variant_names: the names conv2d_forward accepts.
+// "v4_implicit_gemm", "v5_implicit_gemm_tf32", ..., and "best_fp32": the fp32 CUDA-core
+// implicit GEMM that runs any shape on the filters as given, v4), fp32 in and out, on device
+// pointers, asynchronous on `stream`. bias may be nullptr. Throws std::invalid_argument for an
+// unknown name, and for the bf16 NHWC variants (v6_implicit_gemm_bf16_nhwc, cudnn_bf16_nhwc), which
+// take converted inputs (conv_day.hpp). conv2d_variant_names: the names conv2d_forward accepts.
 void conv2d_forward(const std::string& variant, const ConvShape& s, const float* x, const float* w,
                     const float* bias, float* y, cudaStream_t stream = nullptr);
 std::vector<std::string> conv2d_variant_names();
@@ -64,6 +64,17 @@ struct ConvGroup {
 // kBf16 (use conv2d_fused_bf16_nhwc).
 void conv2d_fused(gpu100::Precision precision, const ConvShape& s, const ConvGroup<float>& g,
                   cudaStream_t stream = nullptr);
+// The fp32 form on filters transposed once, ahead of the calls, for day08 v15's kernel (its
+// weights come in 16-byte copies): crsk_transform_filters writes the crsk_filter_floats(s) floats
+// of wt, the KCRS filters w as C*R*S rows of K (the row pitch K rounded up to 4, the pad zeroed);
+// conv2d_fused_crsk runs v15's kernel on a group whose op[i].w point at such filters (16-byte
+// aligned; std::invalid_argument otherwise). Any shape conv2d_fused takes; the same FMAs in the
+// same order as v4's, so the same rounding.
+size_t crsk_filter_floats(const ConvShape& s);
+void crsk_transform_filters(const ConvShape& s, const float* w, float* wt,
+                            cudaStream_t stream = nullptr);
+void conv2d_fused_crsk(const ConvShape& s, const ConvGroup<float>& g,
+                       cudaStream_t stream = nullptr);
 // bf16 NHWC in (x [n][h][w][c], w KRSC [k][r][s][c]), bf16 NHWC out (y and residual [n][p][q][k]),
 // fp32 bias and accumulation, with this epilogue, on the kernel conv2d_fused_bf16_kernel picks:
 // where the running GPU executes this build's sm_90a code, v12_halo_wgmma_bf16_nhwc's (resident
@@ -105,24 +116,27 @@ bool conv2d_fused_tf32_runs_v13(const ConvShape& s);
 
 // The fused form on Winograd in fp32, for 3x3 filters at stride 1 and dilation 1 only
 // (winograd_takes): F(2x2, 3x3) (v7's kernel, 2.25x fewer multiply-adds than the direct
-// convolution) or F(4x4, 3x3) (v14's, 4x fewer). Its filters are transformed once, ahead of the
-// calls: winograd_transform_filters writes the winograd_filter_floats(s) floats of U for the KCRS
-// filters w (only s.c and s.k matter to the transform), and each op[i].w of the group passed to
-// conv2d_fused_winograd points at such a U. U holds the F(2x2) filters, then the F(4x4) ones
-// where winograd_has_f4(s): C and K at most 128 (the F(4x4) filters take 36 floats a filter and
-// channel against 16; at C = K = 256 and 512, ResNet-18's deep layers, that would be 150 MB a
-// trunk for a form measured 1.03x and 0.78x F(2x2) there). The form runs by `form`; kAuto picks it
-// per call (winograd_form). The rounding error is larger than the direct convolution's (day08's
-// tests allow 4x v4's for F(2x2) and 16x for F(4x4)).
-enum class WinogradForm { kAuto, kF2x2, kF4x4 };
+// convolution) or F(4x4, 3x3) (4x fewer), in one kernel (v14's) or as transforms around 36
+// batched GEMMs (v16's, which keeps its transformed input and sums in day08's per-stream scratch:
+// 36 x (C + K) floats a 4x4 tile, 150 MB per convolution at C = K = 256, N = 32). Its filters
+// are transformed once, ahead of the calls: winograd_transform_filters writes the
+// winograd_filter_floats(s) floats of U for the KCRS filters w (only s.c and s.k matter to the
+// transform), and each op[i].w of the group passed to conv2d_fused_winograd points at such a U.
+// U holds the F(2x2) filters, then the F(4x4) ones (winograd_has_f4: every shape winograd_takes;
+// 52 floats a filter and channel in all, 54 MB at C = K = 512). The form runs by `form`; kAuto
+// picks it per call (winograd_form). The rounding error is larger than the direct convolution's
+// (day08's tests allow 4x v4's for F(2x2) and 16x for F(4x4); v16 computes v14's outputs bit for
+// bit).
+enum class WinogradForm { kAuto, kF2x2, kF4x4, kF4x4Gemm };
 bool winograd_takes(const ConvShape& s);
 bool winograd_has_f4(const ConvShape& s);
-// kAuto's pick at this shape: F(4x4) where U holds it, its 4x4 output tiles pad the output by at
-// most 5% more than F(2x2)'s 2x2 tiles, and its blocks (32 tiles x 32 filters, one per SM) fill
-// the GPU at least twice; else F(2x2). Measured on an H100 at N = 32 (day08 README): F(4x4) 1.25x
-// faster or more at 104 x 136 and 52 x 68, 1.03x at 26 x 34 (4x4 tiles pad it to 28 x 36; the
-// rule, set before v14's last step, keeps F(2x2) there), 0.78x at 13 x 17 (padded to 16 x 20),
-// and slower at N = 1 (too few blocks).
+// kAuto's pick at this shape: v16's F(4x4) GEMMs where C and K are at least 128 and the layer
+// has 512 4x4 output tiles or more (the GEMMs' columns fill 4 tiles of 128); else v14's F(4x4)
+// where its 4x4 output tiles pad the output by at most 5% more than F(2x2)'s 2x2 tiles and its
+// blocks (32 tiles x 32 filters, one per SM) fill the GPU at least twice; else F(2x2). Measured on
+// an H100 at N = 32 (day08 README): v16 1.2x to 2x faster than v14 and v7 at 52 x 68 (C = 128),
+// 26 x 34 (256) and 13 x 17 (512), slower at 104 x 136 (C = 64), where v14 is 1.25x v7; at
+// N = 1 the deep layers have 20 to 221 tiles, and the network was slower on v16 there.
 WinogradForm winograd_form(const ConvShape& s);
 size_t winograd_filter_floats(const ConvShape& s);
 void winograd_transform_filters(const ConvShape& s, const float* w, float* u,

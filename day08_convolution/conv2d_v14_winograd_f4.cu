@@ -45,14 +45,20 @@
 #include "common/occupancy.hpp"
 #include "conv_day.hpp"
 #include "implicit_gemm.cuh"
+#include "winograd_f4.cuh"
 
 namespace day08 {
 
 namespace {
 
-constexpr int kPoints = 36;    // the 6 x 6 transform points
-constexpr int kTiles = 32;     // 4x4 output tiles per block, consecutive in (n, tile row, col)
-constexpr int kBK = 32;        // filters per block
+using wino4::g_1d;
+using wino4::kPoints;
+using wino4::Params;
+using wino4::transform_patch;
+using wino4::transform_piece;
+constexpr int kTiles = 32;  // 4x4 output tiles per block, consecutive in (n, tile row, col)
+constexpr int kBK = 32;     // filters per block
+static_assert(kBK == wino4::kFilterPad, "U's rows are padded to one block's filters");
 constexpr int kBC = 8;         // channels per chunk
 constexpr int kThreads = 384;  // 12 warps; warp w owns points 3w .. 3w + 2
 constexpr int kRow = 32;       // floats per (point, channel) row of V (tiles) and of U (filters)
@@ -74,56 +80,12 @@ static_assert(kThreads == 32 * kPoints / 3, "a warp per 3 points");
 static_assert(kTiles * kBC <= kThreads, "a transform thread per (tile, channel) of a chunk");
 static_assert(kPoints * kBC * kBK / 4 % kThreads == 0, "U's 16-byte copies split evenly");
 
-struct Params {
-  int n, c, h, w, k, pad, p, q;
-  int th, tw;  // output tiles per column and per row: ceil(p / 4), ceil(q / 4)
-  int kpad;    // k rounded up to kBK (U is zero past k)
-  int64_t tiles;
-  bool vec;  // Q % 4 == 0 and y (and any residual) 16-byte aligned: a tile row is one float4
-};
-
 Params make_params(const ConvShape& s) {
-  Params g{};
-  g.n = s.n, g.c = s.c, g.h = s.h, g.w = s.w, g.k = s.k, g.pad = s.pad;
-  g.p = s.p();
-  g.q = s.q();
-  g.th = gpu100::ceil_div(g.p, 4);
-  g.tw = gpu100::ceil_div(g.q, 4);
-  g.kpad = gpu100::round_up(s.k, kBK);
-  g.tiles = int64_t(g.n) * g.th * g.tw;
+  const Params g = wino4::make_params(s);
   if (gpu100::ceil_div<int64_t>(g.tiles, kTiles) > 0x7fffffff) {
     throw std::invalid_argument("v14_winograd_f4: too many output tiles for one grid");
   }
   return g;
-}
-
-// The three 1D transforms, applied along columns and then rows. G: 3 filter taps -> 6 points.
-__device__ __forceinline__ void g_1d(float g0, float g1, float g2, float (&o)[6]) {
-  const float sum = g0 + g2;
-  o[0] = 0.25f * g0;
-  o[1] = -(sum + g1) * (1.f / 6);
-  o[2] = -(sum - g1) * (1.f / 6);
-  const float a = g0 * (1.f / 24) + g2 * (1.f / 6), b = g1 * (1.f / 12);
-  o[3] = a + b;
-  o[4] = a - b;
-  o[5] = g2;
-}
-// B^T: 6 input values -> 6 points (additions and small multiples).
-__device__ __forceinline__ void bt_1d(const float (&i)[6], float (&o)[6]) {
-  o[0] = fmaf(4.f, i[0], fmaf(-5.f, i[2], i[4]));
-  o[1] = fmaf(-4.f, i[1] + i[2], i[3] + i[4]);
-  o[2] = fmaf(4.f, i[1] - i[2], i[4] - i[3]);
-  o[3] = fmaf(2.f, i[3] - i[1], i[4] - i[2]);
-  o[4] = fmaf(-2.f, i[3] - i[1], i[4] - i[2]);
-  o[5] = fmaf(4.f, i[1], fmaf(-5.f, i[3], i[5]));
-}
-// A^T: 6 points -> 4 outputs.
-__device__ __forceinline__ void at_1d(const float (&m)[6], float (&o)[4]) {
-  const float s12 = m[1] + m[2], d12 = m[1] - m[2], s34 = m[3] + m[4], d34 = m[3] - m[4];
-  o[0] = m[0] + s12 + s34;
-  o[1] = fmaf(2.f, d34, d12);
-  o[2] = fmaf(4.f, s34, s12);
-  o[3] = fmaf(8.f, d34, d12) + m[5];
 }
 
 // U[point][c][k] = (G g G^T) for the 3x3 filter g of (k, c); zero for k >= K. One thread per
@@ -197,51 +159,6 @@ struct PatchCopier {
   }
 };
 
-// V = B^T d B for the raw patch d (36 floats in shared memory, row-major), point (r, s) written
-// to v[(6 r + s) * stride], in four pieces that the products of a chunk are interleaved with:
-// piece 0 is row 0 of V, 1 rows 1 and 2, 2 rows 3 and 4, 3 row 5. A piece combines the rows of d
-// its rows of B^T name (rows 0, 2, 4; 1-4; 1-4; 1, 3, 5), 6 columns at a time, then applies B
-// along the row: at most 24 values live beside the thread's 96 sums.
-template <int kPiece>
-__device__ __forceinline__ void transform_piece(const float* d, float* v, int stride) {
-  auto row = [&](int i, int s) { return d[6 * i + s]; };
-  auto put = [&](int r, const float(&e)[6]) {
-    float o[6];
-    bt_1d(e, o);
-#pragma unroll
-    for (int s = 0; s < 6; ++s) v[(6 * r + s) * stride] = o[s];
-  };
-  if constexpr (kPiece == 0 || kPiece == 3) {
-    float e[6];  // B^T row 0: 4 d0 - 5 d2 + d4; row 5: 4 d1 - 5 d3 + d5
-    constexpr int a = kPiece == 0 ? 0 : 1;
-#pragma unroll
-    for (int s = 0; s < 6; ++s)
-      e[s] = fmaf(4.f, row(a, s), fmaf(-5.f, row(a + 2, s), row(a + 4, s)));
-    put(kPiece == 0 ? 0 : 5, e);
-  } else {
-    float e0[6], e1[6];
-#pragma unroll
-    for (int s = 0; s < 6; ++s) {
-      const float d1 = row(1, s), d2 = row(2, s), d3 = row(3, s), d4 = row(4, s);
-      if constexpr (kPiece == 1) {  // rows 1, 2: (d3 + d4) - 4 (d1 + d2), (d4 - d3) + 4 (d1 - d2)
-        e0[s] = fmaf(-4.f, d1 + d2, d3 + d4);
-        e1[s] = fmaf(4.f, d1 - d2, d4 - d3);
-      } else {  // rows 3, 4: (d4 - d2) +- 2 (d3 - d1)
-        e0[s] = fmaf(2.f, d3 - d1, d4 - d2);
-        e1[s] = fmaf(-2.f, d3 - d1, d4 - d2);
-      }
-    }
-    put(kPiece == 1 ? 1 : 3, e0);
-    put(kPiece == 1 ? 2 : 4, e1);
-  }
-}
-__device__ __forceinline__ void transform_patch(const float* d, float* v, int stride) {
-  transform_piece<0>(d, v, stride);
-  transform_piece<1>(d, v, stride);
-  transform_piece<2>(d, v, stride);
-  transform_piece<3>(d, v, stride);
-}
-
 // Tile tt of a V row sits at 8 (tt % 4) + tt / 4: a thread's 8 tiles tg + 4 i are contiguous.
 __device__ __forceinline__ int v_pos(int tt) {
   return 8 * (tt & 3) + (tt >> 2);
@@ -304,51 +221,7 @@ __device__ __forceinline__ void store_outputs(const float* ms, const Params& g, 
     const int t = idx % kTiles, f = idx / kTiles, k = k0 + f;
     const int64_t tile = tile0 + t;
     if (tile >= g.tiles || k >= g.k) continue;
-    float z[4][6];  // A^T M: column s of M -> 4 rows
-#pragma unroll
-    for (int s = 0; s < 6; ++s) {
-      float col[6];
-#pragma unroll
-      for (int r = 0; r < 6; ++r) col[r] = ms[(6 * r + s) * kMPoint + f * kMPitch + t];
-      float o[4];
-      at_1d(col, o);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) z[i][s] = o[i];
-    }
-    const float b = op.bias != nullptr ? op.bias[k] : 0.f;
-    const int tx = static_cast<int>(tile % g.tw);
-    const int64_t rest = tile / g.tw;
-    const int oh = 4 * static_cast<int>(rest % g.th), ow = 4 * tx;
-    const int n = static_cast<int>(rest / g.th);
-    const int64_t plane = (int64_t(n) * g.k + k) * g.p;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (oh + i >= g.p) break;
-      float y[4];
-      at_1d(z[i], y);
-      const int64_t o = (plane + oh + i) * g.q + ow;
-      float res[4] = {0.f, 0.f, 0.f, 0.f};
-      if (g.vec) {  // the whole row is inside (Q % 4 == 0): one 16-byte load and store
-        if (op.residual != nullptr) {
-          const float4 r4 = *reinterpret_cast<const float4*>(op.residual + o);
-          res[0] = r4.x, res[1] = r4.y, res[2] = r4.z, res[3] = r4.w;
-        }
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          v[j] = y[j] + b + res[j];
-          if (relu) v[j] = fmaxf(v[j], 0.f);
-        }
-        *reinterpret_cast<float4*>(op.y + o) = make_float4(v[0], v[1], v[2], v[3]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (ow + j >= g.q) break;
-          float v = y[j] + b + (op.residual != nullptr ? op.residual[o + j] : 0.f);
-          op.y[o + j] = relu ? fmaxf(v, 0.f) : v;
-        }
-      }
-    }
+    wino4::store_tile(ms + f * kMPitch + t, kMPoint, g, tile, k, op, relu);
   }
 }
 

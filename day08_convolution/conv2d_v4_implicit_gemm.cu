@@ -41,7 +41,6 @@ __global__ void __launch_bounds__(kThreads)
   const ConvOperands<float> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
   const float* __restrict__ x = op.x;
   const float* __restrict__ w = op.w;
-  float* __restrict__ y = op.y;
   __shared__ __align__(16) float as[kStages][kBK * kPitchA];
   __shared__ __align__(16) float bs[kStages][kBK * kBN];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -82,49 +81,8 @@ __global__ void __launch_bounds__(kThreads)
     tile.mma(as[t % kStages], bs[t % kStages], wm0, wn0, lane);
   }
 
-  // Epilogue: lane (lm, ln) of the 8 x 4 lane grid owns pixels wm0 + 32i + 4lm + {0..3} and
-  // filters wn0 + 16j + 4ln + {0..3} (WarpTile's layout).
-  // y[n][k][p][q] = relu?(acc + bias[k] + residual[n][k][p][q]).
-  const float* __restrict__ res = op.residual;
-  auto finish = [&](float v, size_t i, float b) {
-    v += b + (res != nullptr ? res[i] : 0.f);
-    return grp.relu ? fmaxf(v, 0.f) : v;
-  };
-  const int lm = lane / 4, ln = lane % 4;
-#pragma unroll
-  for (int i = 0; i < Warp::kWmIter; ++i) {
-    const int mb = m0 + wm0 + 32 * i + 4 * lm;
-    int yoff[4];
-#pragma unroll
-    for (int rr = 0; rr < 4; ++rr) {
-      const int m = mb + rr;
-      const int n = m / g.PQ;
-      yoff[rr] = m < g.M ? n * g.s.k * g.PQ + (m - n * g.PQ) : -1;
-    }
-#pragma unroll
-    for (int j = 0; j < Warp::kWnIter; ++j)
-#pragma unroll
-      for (int cc = 0; cc < 4; ++cc) {
-        const int k = k0 + wn0 + 16 * j + 4 * ln + cc;
-        if (k >= g.s.k) continue;
-        const float b = op.bias != nullptr ? op.bias[k] : 0.f;
-        const float* v0 = &tile.acc[4 * i][4 * j + cc];
-        if constexpr (kVecOut) {
-          if (yoff[0] >= 0) {  // M % 4 == 0 here, so all four pixels exist
-            const size_t o = yoff[0] + size_t(k) * g.PQ;
-            *reinterpret_cast<float4*>(y + o) =
-                make_float4(finish(v0[0], o, b), finish(v0[Warp::TN], o + 1, b),
-                            finish(v0[2 * Warp::TN], o + 2, b), finish(v0[3 * Warp::TN], o + 3, b));
-          }
-        } else {
-#pragma unroll
-          for (int rr = 0; rr < 4; ++rr) {
-            const size_t o = yoff[rr] + size_t(k) * g.PQ;
-            if (yoff[rr] >= 0) y[o] = finish(v0[rr * Warp::TN], o, b);
-          }
-        }
-      }
-  }
+  // Epilogue: bias, residual and ReLU in the store (implicit_gemm.cuh).
+  igemm::store_nkpq<kVecOut>(tile, op, grp.relu, g, m0, k0, wm0, wn0, lane);
 }
 
 }  // namespace

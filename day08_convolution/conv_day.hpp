@@ -76,6 +76,9 @@ void conv2d_v3_im2col_gemm(const ConvShape&, const float*, const float*, const f
                            cudaStream_t);
 void conv2d_v4_implicit_gemm(const ConvShape&, const float*, const float*, const float*, float*,
                              cudaStream_t);
+// v15: v4 on filters transposed to CRSK (its own scratch, made at every call), B in 16-byte copies.
+void conv2d_v15_implicit_gemm_crsk(const ConvShape&, const float*, const float*, const float*,
+                                   float*, cudaStream_t);
 void conv2d_v5_implicit_gemm_tf32(const ConvShape&, const float*, const float*, const float*,
                                   float*, cudaStream_t);
 // v7: Winograd F(2x2, 3x3), fp32 on CUDA cores. Only 3x3 filters, stride 1, dilation 1;
@@ -90,6 +93,11 @@ void conv2d_v8_winograd_tf32(const ConvShape&, const float*, const float*, const
 void conv2d_v14_winograd_f4(const ConvShape&, const float*, const float*, const float*, float*,
                             cudaStream_t);
 std::string v14_refusal(const ConvShape& s, bool bias);
+// v16: Winograd F(4x4, 3x3) as transform kernels around 36 batched GEMMs (day04's SGEMM v8);
+// v14's shapes, and its scratch (V and M) under 2^31 floats each.
+void conv2d_v16_winograd_f4_gemm(const ConvShape&, const float*, const float*, const float*, float*,
+                                 cudaStream_t);
+std::string v16_refusal(const ConvShape& s, bool bias);
 // The F(2x2, 3x3) part of conv.hpp's Winograd filters U (which the F(4x4) part follows).
 size_t winograd_f2_floats(const ConvShape& s);
 // The shape rule v7, v8 and v14 share ("" when taken), naming the form ("F(2x2, 3x3)").
@@ -189,9 +197,17 @@ constexpr SplitKMode kDefaultSplitK = SplitKMode::kCluster;
 #endif
 
 namespace detail {
+// The current GPU's SMs, asked once per GPU: the fill rules of the kernel picks (v12's, v14's,
+// v15's tile width).
+int sm_count();
 // The group launchers behind the variants and conv.hpp's fused form (conv2d_fused checks the
 // arguments; v6's and v9's check their own refusals and alignment).
 void conv2d_v4_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+// v15's: the CRSK filters (v15_filter_floats(s) floats, written by v15_transform_filters from the
+// KCRS ones) and its kernel on a group whose `w` are such filters (16-byte aligned).
+size_t v15_filter_floats(const ConvShape& s);
+void v15_transform_filters(const ConvShape& s, const float* w, float* wt, cudaStream_t stream);
+void conv2d_v15_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 void conv2d_v5_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 // v7's kernel on a group whose `w` are Winograd-transformed filters (winograd_transform_filters).
 void conv2d_v7_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
@@ -201,6 +217,8 @@ size_t v14_filter_floats(const ConvShape& s);
 int64_t v14_blocks(const ConvShape& s);
 void v14_transform_filters(const ConvShape& s, const float* w, float* u, cudaStream_t stream);
 void conv2d_v14_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
+// v16's on a group whose `w` are v14's U (its V and M in day08's per-stream scratch).
+void conv2d_v16_group(const ConvShape& s, const ConvGroup<float>& grp, cudaStream_t stream);
 template <class Y>
 void conv2d_v6_group(const ConvShape& s, const ConvGroup<__nv_bfloat16, Y>& grp,
                      cudaStream_t stream);
@@ -250,7 +268,9 @@ struct Conv2dVariant {
 const std::vector<Conv2dVariant>& conv2d_variants();
 // Adds a learner's Conv2d (tagged "mine") from its file in mine/ (common/learner.hpp).
 void add_learner_conv2d(const Conv2dVariant& v);
-// nullptr when unknown; "best_fp32" resolves to kBestFp32.
+// nullptr when unknown; "best_fp32" resolves to kBestFp32: v4, the implicit GEMM on the filters
+// as given, for any shape (v15 is faster where the filters are transposed once, conv.hpp's
+// conv2d_fused_crsk; called by name it transposes them at every call).
 const Conv2dVariant* find_conv2d_variant(const std::string& name);
 constexpr const char* kBestFp32 = "v4_implicit_gemm";
 

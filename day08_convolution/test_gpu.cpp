@@ -364,7 +364,8 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
   // v7, v8 and v14 (3x3, stride 1 only) at a shape of the same kind.
   const day08::ConvShape s1 = make(2, 5, 33, 35, 67, 3, 3, 1, 1);
   LayerData d1(s1, 4244);
-  for (const char* name : {"v7_winograd", "v8_winograd_tf32", "v14_winograd_f4"}) {
+  for (const char* name :
+       {"v7_winograd", "v8_winograd_tf32", "v14_winograd_f4", "v16_winograd_f4_gemm"}) {
     if (gpu100::lacks_code(variant(name))) continue;
     INFO(name);
     const auto first = d1.run(name, s1, true);
@@ -395,6 +396,47 @@ TEST_CASE("Conv2d variants are deterministic across repeated calls", "[gpu]") {
     const auto first = d32.run(v, s16, true);
     const auto again = d32.run(v, s16, true);
     REQUIRE(gpu100::compare_exact(first, again).ok);
+  }
+}
+
+TEST_CASE("v15 equals v4 bit for bit, on 64- and 128-filter tiles", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  if (gpu100::lacks_code(variant("v15_implicit_gemm_crsk"))) return;
+  // The same FMAs in the same order (only the filters' layout and the tile's width differ), so
+  // the same bits: the awkward shapes, and K past one and two 128-filter tiles at stride 2.
+  std::vector<day08::ConvShape> shapes = awkward_shapes();
+  shapes.push_back(make(2, 13, 21, 19, 130, 3, 3, 2, 1));
+  shapes.push_back(make(1, 32, 9, 11, 257, 1, 1, 2, 0));
+  uint64_t seed = 5150;
+  for (const auto& s : shapes) {
+    INFO(day08::to_string(s));
+    LayerData data(s, seed += 7);
+    const auto v4 = data.run("v4_implicit_gemm", s, true);
+    const auto v15 = data.run("v15_implicit_gemm_crsk", s, true);
+    REQUIRE(gpu100::compare_exact(v4, v15).ok);
+  }
+}
+
+TEST_CASE("v16 equals v14 bit for bit (the same transforms and sums, in three kernels)", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  // The 3x3 stride-1 awkward shapes, C and K past v14's chunk and block and the batched GEMM's
+  // 128 x 128 tile, tiles past a multiple of 4, padding 0 and 2.
+  std::vector<day08::ConvShape> shapes;
+  for (const auto& s : awkward_shapes()) {
+    if (day08::v16_refusal(s, true).empty()) shapes.push_back(s);
+  }
+  shapes.push_back(make(2, 130, 11, 14, 131, 3, 3, 1, 1));
+  shapes.push_back(make(3, 9, 17, 13, 40, 3, 3, 1, 0));
+  shapes.push_back(make(1, 33, 10, 9, 7, 3, 3, 1, 2));
+  uint64_t seed = 6160;
+  for (const auto& s : shapes) {
+    if (!gpu100::test_sizes({int64_t(s.n) * s.k * s.p() * s.q()}).empty()) {
+      INFO(day08::to_string(s));
+      LayerData data(s, seed += 7);
+      const auto v14 = data.run("v14_winograd_f4", s, true);
+      const auto v16 = data.run("v16_winograd_f4_gemm", s, true);
+      REQUIRE(gpu100::compare_exact(v14, v16).ok);
+    }
   }
 }
 

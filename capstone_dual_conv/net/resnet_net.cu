@@ -123,6 +123,11 @@ Net::DeviceTrunk Net::upload(const Trunk& t, const TrunkWeights& wts) const {
         // convolution, on filters transformed here (synchronised before the constructor returns).
         l.wino = gpu100::DeviceBuffer<float>(day08::winograd_filter_floats(cs));
         day08::winograd_transform_filters(cs, l.w32.data(), l.wino.data(), nullptr);
+      } else if (precision_ == gpu100::Precision::kFp32) {
+        // The other fp32 layers (the stem, stride 2, the 1x1 shortcuts) run day08 v15's kernel,
+        // on filters transposed to CRSK here, once.
+        l.crsk = gpu100::DeviceBuffer<float>(day08::crsk_filter_floats(cs));
+        day08::crsk_transform_filters(cs, l.w32.data(), l.crsk.data(), nullptr);
       }
     }
     return l;
@@ -415,17 +420,22 @@ void Net::conv(const std::vector<std::pair<int, const Op*>>& group, int n,
   }
   day08::ConvGroup<float> g;
   g.count = int(group.size()), g.relu = op0->relu;
-  const bool wino = l0.wino.size() > 0;
+  const bool wino = l0.wino.size() > 0, crsk = l0.crsk.size() > 0;
   for (size_t i = 0; i < group.size(); ++i) {
     const auto [t, op] = group[i];
     const Layer& l = trunk_[t].layers[op->layer];
     g.op[i] = {op->in >= 0 ? static_cast<const float*>(tensor(t, op->in)) : inputs[t],
-               wino ? l.wino.data() : l.w32.data(), l.bias.data(),
+               wino   ? l.wino.data()
+               : crsk ? l.crsk.data()
+                      : l.w32.data(),
+               l.bias.data(),
                op->residual >= 0 ? static_cast<const float*>(tensor(t, op->residual)) : nullptr,
                static_cast<float*>(tensor(t, op->out))};
   }
   if (wino) {
     day08::conv2d_fused_winograd(cs, g, stream);
+  } else if (crsk) {
+    day08::conv2d_fused_crsk(cs, g, stream);
   } else if (l0.nhwc32) {
     day08::conv2d_fused_tf32_nhwc(cs, g, stream);
   } else {
@@ -583,6 +593,7 @@ std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs,
         st.flops = 2.0 * n * s.c_in * s.c_out * s.r * s.r * double(s.out(op.h)) * s.out(op.w);
         st.bytes += bf                  ? l.w16.size() * sizeof(bf16)
                     : l.wino.size() > 0 ? l.wino.size() * sizeof(float)
+                    : l.crsk.size() > 0 ? l.crsk.size() * sizeof(float)
                                         : l.w32.size() * sizeof(float);
       } else {
         st.kind = op.kind == Op::kMaxPool ? "max pool" : "avg pool";

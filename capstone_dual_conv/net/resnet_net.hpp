@@ -5,9 +5,10 @@
 // conv2d_fused_bf16_nhwc):
 // BN folded into the weights and the bias, and the bias, the block's residual and the ReLU applied
 // in the convolution's own store. The pools are resnet.hpp's, the FC one warp per logit.
-//   fp32: fp32 NCHW activations, FMA only (no TF32): day08 v7's Winograd F(2x2, 3x3) kernel for
-//         the 3x3 stride-1 layers (filters transformed once, in the constructor), v4's kernel for
-//         the others.
+//   fp32: fp32 NCHW activations, FMA only (no TF32): day08's Winograd form (v7's F(2x2, 3x3) or
+//         v14's F(4x4, 3x3) kernel, picked per layer) for the 3x3 stride-1 layers, on filters
+//         transformed once, in the constructor; v15's implicit GEMM for the others (the stem, the
+//         stride-2 and 1x1 layers), on filters transposed to CRSK once.
 //   tf32: TF32 tensor cores, fp32 accumulation. Where the GPU runs the build's sm_90a code, fp32
 //         NHWC activations and KRSC weights, day08 v11's kernel (TMA im2col, wgmma .tf32, which
 //         takes only K-major operands) for every layer after the stem, and the stem, its ReLU and
@@ -132,6 +133,7 @@ class Net {
     bool nhwc32 = false;  // TF32 on v11: fp32 NHWC in and out, w32 in KRSC
     gpu100::DeviceBuffer<float> w32, bias;
     gpu100::DeviceBuffer<float> wino;  // fp32 3x3/1: the filters Winograd-transformed, once
+    gpu100::DeviceBuffer<float> crsk;  // the other fp32 layers: the filters in CRSK, once
     gpu100::DeviceBuffer<__nv_bfloat16> w16;
   };
   struct DeviceTrunk {
