@@ -1,8 +1,6 @@
 # Helpers shared by every day's CMakeLists.txt.
 
 option(GPU100_WERROR "Treat host and device compiler warnings as errors" OFF)
-option(GPU100_COMPILE_CHECK
-       "A compile-only check build (scripts/check_archs.sh): host-only library glue at -O1" OFF)
 
 # The GPU tests hold one lock, so that `ctest -j N` runs the CPU tests side by side but never two
 # GPU tests at once (they would share the GPU's memory).
