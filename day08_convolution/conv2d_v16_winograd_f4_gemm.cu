@@ -17,6 +17,9 @@
 // TFLOP/s (day04's SGEMM reaches 47 at 4096^3) take 0.30 ms, and V and M (189 MB written and
 // read) about 0.07 ms: about 0.39 ms, against v14's 0.75, v7's 0.59 and cuDNN's 0.43. At 26 x 34,
 // C = K = 256: 9.5 GFLOP, 0.24 ms, plus 297 MB, 0.11 ms: about 0.35 ms (v14 0.51, cuDNN 0.42).
+// Measured (H100, results/h100/day08_convolution_l*_n32.json): 0.362, 0.361 and 0.374 ms at l2,
+// l3 and l4, 1.12x, 1.03x and 1.05x cuDNN fp32 (its own non-fused Winograd there); at C = 64 the
+// transforms' traffic outweighs the products: 0.698 ms at 104 x 136 against v14's 0.480.
 // Only 3x3 filters at stride 1 and dilation 1, and V and M under 2^31 floats each (v16_refusal).
 #include <cuda_runtime.h>
 

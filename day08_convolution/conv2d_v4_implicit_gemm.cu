@@ -62,24 +62,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
 
-  // Prologue: slabs 0 .. kStages - 2 in flight (one commit group each, empty past the end).
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < num_slabs) load_slab(st, st);
-    igemm::cp_async_commit();
-  }
-
+  // The 3-stage pipeline (implicit_gemm.cuh): the copies of slabs t + 1 and t + 2 fly while
+  // slab t is multiplied.
   Warp tile;
   tile.zero();
   const int wm0 = (warp % (kBM / kWM)) * kWM, wn0 = (warp / (kBM / kWM)) * kWN;
-  for (int t = 0; t < num_slabs; ++t) {
-    igemm::cp_async_wait<kStages - 2>();  // this thread's copies of slab t have landed
-    __syncthreads();  // ... and everyone's; also, all warps are done with slab t - 1's stage
-    const int next = t + kStages - 1;
-    if (next < num_slabs) load_slab(next % kStages, next);  // overwrites slab t - 1's stage
-    igemm::cp_async_commit();
-    tile.mma(as[t % kStages], bs[t % kStages], wm0, wn0, lane);
-  }
+  igemm::pipelined_slabs<kStages>(num_slabs, load_slab,
+                                  [&](int st) { tile.mma(as[st], bs[st], wm0, wn0, lane); });
 
   // Epilogue: bias, residual and ReLU in the store (implicit_gemm.cuh).
   igemm::store_nkpq<kVecOut>(tile, op, grp.relu, g, m0, k0, wm0, wn0, lane);

@@ -123,6 +123,28 @@ struct AGather {
   }
 };
 
+// The CUDA-core kernels' main loop (v4, v15): a ring of kStages shared-memory stages, the copies
+// of slab t issued kStages - 1 slabs ahead, so the gathers of the next slabs run while slab t is
+// multiplied; one barrier a slab. load(stage, slab) issues one thread's cp.async copies of a slab
+// into a stage, mma(stage) multiplies the slab held in a stage.
+template <int kStages, class Load, class Mma>
+__device__ __forceinline__ void pipelined_slabs(int num_slabs, Load&& load, Mma&& mma) {
+  // Prologue: slabs 0 .. kStages - 2 in flight (one commit group each, empty past the end).
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < num_slabs) load(st, st);
+    cp_async_commit();
+  }
+  for (int t = 0; t < num_slabs; ++t) {
+    cp_async_wait<kStages - 2>();  // this thread's copies of slab t have landed
+    __syncthreads();  // ... and everyone's; also, all warps are done with slab t - 1's stage
+    const int next = t + kStages - 1;
+    if (next < num_slabs) load(next % kStages, next);  // overwrites slab t - 1's stage
+    cp_async_commit();
+    mma(t % kStages);
+  }
+}
+
 // The CUDA-core kernels' epilogue (v4, v15): a warp's tile of day04's WarpTile (Warp) stored as
 // y[n][k][p][q] = relu?(acc + bias[k] + residual[n][k][p][q]). Lane (lm, ln) of the 8 x 4 lane
 // grid owns pixels wm0 + 32i + 4lm + {0..3} and filters wn0 + 16j + 4ln + {0..3} (WarpTile's
