@@ -187,7 +187,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   }
 
   const uint64_t desc_b = make_desc_no_swizzle(filters, T::kFilterChunkBytes, 128);
-  const int pq = a.p * a.q;
   for (int round = 0;; ++round) {
     const int t = tile_of(wg, round);
     if (t >= a.tiles) break;
@@ -276,32 +275,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         continue;
       }
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
-      if (p >= a.p || q >= a.q) continue;
-      if constexpr (kNpqk) {
-        const int64_t m = (int64_t(tp.n) * a.p + p) * a.q + q;
-#pragma unroll
-        for (int j = 0; j < T::kBN / 8; ++j) {
-          const int k = 8 * j + 2 * tq;
-          if (k >= a.k) continue;  // K is even (the launcher checks): k + 1 < K too
-          nhwc::store_pair(op, grp.relu, m, k, a.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-        }
-      } else {
-        static_assert(std::is_same_v<Y, float>, "the day's variant writes fp32");
-        float* yp = op.y + size_t(tp.n) * a.k * pq + size_t(p) * a.q + q;
-#pragma unroll
-        for (int j = 0; j < T::kBN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int k = 8 * j + 2 * tq + e;
-            if (k < a.k) {
-              yp[size_t(k) * pq] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
-            }
-          }
-      }
-    }
+    halo_wgmma::store_registers<T::kBN, kNpqk>(d, a, tp, w4, gq, tq, op, grp.relu);
   }
 #else
   // Built for an architecture without wgmma: the launcher never calls this.

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "common/math.hpp"
 #include "common/occupancy.hpp"
 #include "conv.hpp"
 #include "conv_day.hpp"
+#include "implicit_gemm_nhwc.cuh"
 
 namespace day08::halo_wgmma {
 
@@ -84,6 +86,45 @@ inline std::string refusal(const ConvShape& s, int c_multiple) {
     return "K = " + std::to_string(s.k) + ": keeps at most 64 filters in shared memory";
   }
   return "";
+}
+
+// The register epilogue both kernels run where the staged one does not: consumer thread (w4, gq,
+// tq) of a warpgroup holds output row 2 w4 + h (h < 2), column gq of its tile, at filters
+// 8 j + 2 tq + e (e < 2), in d[4 j + 2 h + e]. kNpqk: the fused form's NPQK pairs (bias,
+// residual, ReLU: nhwc::store_pair; K is even, the launchers check); else the day's fp32 NKPQ
+// with the bias.
+template <int kBN, bool kNpqk, class Op>
+__device__ __forceinline__ void store_registers(const float (&d)[kBN / 2], const Params& a,
+                                                const TilePos& tp, int w4, int gq, int tq,
+                                                const Op& op, bool relu) {
+  const int pq = a.p * a.q;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
+    if (p >= a.p || q >= a.q) continue;
+    if constexpr (kNpqk) {
+      const int64_t m = (int64_t(tp.n) * a.p + p) * a.q + q;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int k = 8 * j + 2 * tq;
+        if (k >= a.k) continue;  // k + 1 < K too
+        nhwc::store_pair(op, relu, m, k, a.k, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+      }
+    } else {
+      static_assert(std::is_same_v<std::remove_cv_t<std::remove_pointer_t<decltype(op.y)>>, float>,
+                    "the day's variants write fp32");
+      float* yp = op.y + size_t(tp.n) * a.k * pq + size_t(p) * a.q + q;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = 8 * j + 2 * tq + e;
+          if (k < a.k) {
+            yp[size_t(k) * pq] = d[4 * j + 2 * h + e] + (op.bias != nullptr ? op.bias[k] : 0.f);
+          }
+        }
+    }
+  }
 }
 
 }  // namespace day08::halo_wgmma
