@@ -1,8 +1,8 @@
 // Conv2d v15: v4's implicit GEMM with the filters laid out for the copy.
 // Changed from v4: v4 reads B, the KCRS filters, where they lie. Column k of B is filter k's
 // C*R*S weights, so the 64 filters of one GEMM_K row sit C*R*S words apart, and every 4-byte
-// cp.async a warp issues for B touches 32 different 32-byte sectors, one per lane: 32 warp
-// instructions and 1,024 sector lookups in L1 per slab for 4 KB of weights, where the gathered A
+// cp.async a warp issues for B touches 32 different 128-byte cache lines, one per lane: 32 warp
+// instructions and 1,024 line lookups in L1 per slab for 4 KB of weights, where the gathered A
 // tile (8 KB) costs about 64 instructions and 200 lookups. v15 transposes the filters once into
 // CRSK order: B row-major, GEMM_K rows of K filters, the row pitch rounded up to 4 floats and the
 // pad zeroed. A slab's B tile is then 16 rows of contiguous floats, and it comes in 16-byte
