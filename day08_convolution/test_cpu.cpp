@@ -247,6 +247,32 @@ TEST_CASE("v6 refuses C not a multiple of 8 and unaligned pointers before any CU
                   std::invalid_argument);
 }
 
+TEST_CASE("v16 and the CRSK fused form refuse what they cannot run, before any CUDA call",
+          "[cpu]") {
+  // A 3x3 layer whose tensors fit 32-bit indices but whose transformed input would not: 64 x 1024
+  // x 128 x 128 is 2^30 values; V holds 36 x C floats a 4x4 tile, 2.25x that, over 2^31.
+  day08::ConvShape s;
+  s.n = 64, s.c = 1024, s.h = 128, s.w = 128, s.k = 64, s.pad = 1;
+  REQUIRE_NOTHROW(day08::check_conv_args(s));
+  REQUIRE_FALSE(day08::v16_refusal(s, false).empty());
+  CHECK_THROWS_AS(
+      day08::conv2d_v16_winograd_f4_gemm(s, nullptr, nullptr, nullptr, nullptr, nullptr),
+      std::invalid_argument);
+  // The same through the fused form (fake pointers: nothing is read or launched).
+  const auto* p = reinterpret_cast<const float*>(uintptr_t(4096));
+  auto* y = reinterpret_cast<float*>(uintptr_t(8192));
+  day08::ConvGroup<float> g;
+  g.op[0] = {p, p, nullptr, nullptr, y};
+  CHECK_THROWS_AS(day08::conv2d_fused_winograd(s, g, nullptr, day08::WinogradForm::kF4x4Gemm),
+                  std::invalid_argument);
+  // Not 3x3 stride 1: refused with the reason.
+  s.n = 2, s.c = 16, s.h = 9, s.w = 9, s.stride = 2;
+  REQUIRE_FALSE(day08::v16_refusal(s, false).empty());
+  // v15's fused form reads its CRSK filters in 16-byte copies: a misaligned pointer is refused.
+  g.op[0].w = reinterpret_cast<const float*>(uintptr_t(4096 + 4));
+  CHECK_THROWS_AS(day08::conv2d_fused_crsk(s, g, nullptr), std::invalid_argument);
+}
+
 TEST_CASE("FLOP and byte counts of the ResNet layer", "[cpu]") {
   day08::ConvShape s;
   s.n = 64, s.c = 64, s.h = 56, s.w = 56, s.k = 64, s.pad = 1;
