@@ -57,13 +57,15 @@ struct Config {
   static constexpr int kThreads = 128 * kConsumerWGs + kProducerThreads;
   static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK per row
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr size_t kSmemBytes =
-      size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024 /* alignment */;
+  static constexpr int kBiasFloats = 1024;  // the bias kept in shared memory for K up to this
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes +
+                                       2 * kStages * sizeof(uint64_t) +
+                                       kBiasFloats * sizeof(float) + 1024 /* alignment */;
   // Two blocks per SM where their shared memory fits (kBN = 64 in 4 stages: 97 KB; kBN = 128 in 3
   // stages: 97 KB), so one block's epilogue and pipeline fill overlap the other's main loop; kBN =
   // 128 in 4 stages: 129 KB, one block; kBN = 256: 193 KB, one block.
   static constexpr int kMinBlocks =
-      2 * (kStages * (kABytes + kBBytes) + 2048) <= 227 * 1024 ? 2 : 1;
+      2 * (kStages * (kABytes + kBBytes) + 2048 + kBiasFloats * 4) <= 227 * 1024 ? 2 : 1;
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
@@ -81,10 +83,12 @@ struct Stages {
   uint8_t* base;   // 1024-byte aligned: the 128-byte swizzle repeats every 1024 bytes
   uint64_t* full;  // [kStages]
   uint64_t* empty;
+  float* bias;  // [C::kBiasFloats]
   __device__ explicit Stages(uint8_t* smem_raw)
       : base(smem_raw + ((1024 - (day04::wgmma::smem_addr(smem_raw) & 1023)) & 1023)),
         full(reinterpret_cast<uint64_t*>(base + C::kStages * C::kStageBytes)),
-        empty(full + C::kStages) {}
+        empty(full + C::kStages),
+        bias(reinterpret_cast<float*>(empty + C::kStages)) {}
   __device__ uint8_t* a(int st) const { return base + st * C::kStageBytes; }
   __device__ uint8_t* b(int st) const { return base + st * C::kStageBytes + C::kABytes; }
 };
@@ -360,13 +364,22 @@ __device__ __forceinline__ uint32_t map_cluster(uint32_t addr, uint32_t rank) {
 template <class C, class Y, bool kAFromGenericProxy, bool kNpqk,
           SplitPath kSplit = SplitPath::kNone>
 __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
-                                              const ConvOperands<typename C::T, Y>& op, bool relu,
-                                              int tiles_m, int tiles_n, int num_slabs,
+                                              const ConvOperands<typename C::T, Y>& op_in,
+                                              bool relu, int tiles_m, int tiles_n, int num_slabs,
                                               const Stages<C>& sm, const SplitK& sk = SplitK{}) {
   using namespace day04::wgmma;
   constexpr int kBM = C::kBM, kBN = C::kBN, kStages = C::kStages, kAcc = kBN / 2;
   const int tid = threadIdx.x, wg = tid / 128;
   const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
+  // The bias of every filter, copied once into shared memory: the epilogue reads it there instead
+  // of loading it from global memory for every output (a long wait that nothing hides where a
+  // block has one tile per SM).
+  ConvOperands<typename C::T, Y> op = op_in;
+  if (op.bias != nullptr && g.k <= C::kBiasFloats) {
+    for (int i = tid; i < g.k; i += 128 * C::kConsumerWGs) sm.bias[i] = op.bias[i];
+    op.bias = sm.bias;
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * C::kConsumerWGs) : "memory");
   // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
   auto release = [&](int st) {
     __syncwarp();
