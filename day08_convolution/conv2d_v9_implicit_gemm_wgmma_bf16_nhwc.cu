@@ -17,7 +17,7 @@
 //    running on from one tile to the next, so the producer gathers the next tile while the
 //    consumers store this one (a layer with few slabs per tile, such as the ResNet stem's 4 or a
 //    64-channel 3x3's 9, would otherwise wait on each tile's pipeline fill and epilogue).
-// Costs: sm_90a only; 384 threads and 97 KB (N = 64) or 129 KB (N = 128) of shared memory per
+// Costs: sm_90a only; 384 threads and 101 KB (N = 64) or 133 KB (N = 128) of shared memory per
 // block; C % 8 == 0 as v6, or C = 4 with S even (a stem's input, two taps per 16 bytes); the
 // weights' TMA map (cuTensorMapEncodeTiled) is made on the host at each call, and one
 // generic-to-async proxy fence per stage and consumer thread (consume_tiles). (Ideas: CUTLASS's

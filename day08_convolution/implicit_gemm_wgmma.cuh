@@ -61,9 +61,9 @@ struct Config {
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes +
                                        2 * kStages * sizeof(uint64_t) +
                                        kBiasFloats * sizeof(float) + 1024 /* alignment */;
-  // Two blocks per SM where their shared memory fits (kBN = 64 in 4 stages: 97 KB; kBN = 128 in 3
-  // stages: 97 KB), so one block's epilogue and pipeline fill overlap the other's main loop; kBN =
-  // 128 in 4 stages: 129 KB, one block; kBN = 256: 193 KB, one block.
+  // Two blocks per SM where their shared memory fits (kBN = 64 in 4 stages: 101 KB; kBN = 128 in 3
+  // stages: 101 KB), so one block's epilogue and pipeline fill overlap the other's main loop; kBN =
+  // 128 in 4 stages: 133 KB, one block; kBN = 256: 197 KB, one block (the bias's 4 KB included).
   static constexpr int kMinBlocks =
       2 * (kStages * (kABytes + kBBytes) + 2048 + kBiasFloats * 4) <= 227 * 1024 ? 2 : 1;
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");

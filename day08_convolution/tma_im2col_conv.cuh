@@ -263,17 +263,17 @@ bool fills_half_the_gpu(const char* name, const ConvShape& s, int group_count) {
 // many (measured at N = 32 on the network's 256- and 512-filter layers: 8-9% faster in bf16,
 // 12-16% in TF32, results/h100/day08_convolution_l3_n32.json and _l4_n32.json). Where the tiles
 // are few (a small batch) the 128-wide ones give split-K twice the work units.
-// The fused layer form's 128-wide tile, where C >= 128 and its tiles fill the GPU, runs in 3
-// stages instead of 4: 97 KB of shared memory instead of 129, so two blocks share an SM and one
-// block's epilogue (bias, residual, ReLU, its bf16 stores, then the next tile's pipeline fill)
-// runs under the other's main loop. Its registers are capped at 96 a thread for that, which the
-// unsplit kernel fits without spilling (the split-K kernels of this tiling would spill, and the
-// fill rule keeps them from running). Measured on an H100 at N = 32, the network's l2 (C = K =
-// 128, 52 x 68), A/B in one run: its six 3x3/1 convolutions 0.585 to 0.545 ms in bf16, 1.12 to
-// 1.06 ms in TF32, the network 2.49 to 2.36 ms (own_bf16_streams). Kept at 4 stages: C = 64 (l2's
-// 3x3/2 and 1x1/2, whose tiles have 9 slabs or 1), which became 4-24% slower in the same A/B, and
-// the day's fp32 NKPQ form, which in an earlier A/B took 0.0864 ms on l2 in 3 stages against
-// 0.0772 in 4 (results/h100/profiles.txt has both trials).
+// The fused layer form's 128-wide tile, where C >= 128 and its tiles fill the GPU, runs in 3 stages
+// instead of 4: 101 KB of shared memory instead of 133, so two blocks share an SM and one block's
+// epilogue (bias, residual, ReLU, its bf16 stores, then the next tile's pipeline fill) runs under
+// the other's main loop. Its registers are capped at 96 a thread for that, which the unsplit kernel
+// fits with an 8-byte spill in bf16 and none in TF32 (the split-K kernels of this tiling would
+// spill far more, and the fill rule keeps them from running). Measured on an H100 at N = 32, the
+// network's l2 (C = K = 128, 52 x 68), A/B in one run: its six 3x3/1 convolutions 0.585 to 0.545 ms
+// in bf16, 1.12 to 1.06 ms in TF32, the network 2.49 to 2.36 ms (own_bf16_streams). Kept at 4
+// stages: C = 64 (l2's 3x3/2 and 1x1/2, whose tiles have 9 slabs or 1), which became 4-24% slower
+// in the same A/B, and the day's fp32 NKPQ form, which in an earlier A/B took 0.0864 ms on l2 in 3
+// stages against 0.0772 in 4 (results/h100/profiles.txt has both trials).
 template <class T, class Y, bool kNpqk>
 void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& grp,
                   cudaStream_t stream, SplitKMode mode) {
