@@ -24,15 +24,18 @@
 // descriptor's limits); two tensor maps per convolution made on the host at each call.
 // The kernel and its launcher are in tma_im2col_conv.cuh (v11 runs the same code on fp32 operands
 // as TF32); the tiling, the stages and the consumer warpgroups are v9's (implicit_gemm_wgmma.cuh),
-// with one addition: where K is a multiple of 256 and the tiles fill half the GPU, a tile is 256
+// with three additions: where K is a multiple of 256 and the tiles fill half the GPU, a tile is 256
 // filters wide (m64n256), so each A row read from shared memory serves twice the filters
 // (tma_im2col_conv.cuh says when; measured 8-9% faster at the network's 256- and 512-filter
-// layers), and in the fused layer form where C >= 128 and the 128-wide tiles fill the GPU, 3
-// pipeline stages instead of 4 so that two blocks share an SM (7% faster at the network's l2).
+// layers); where a tile has 8 slabs or more and every block gets two tiles, ping-pong consumers:
+// each warpgroup owns a whole 128 x 128 tile, the two take turns at the tensor cores, and one's
+// epilogue runs under the other's main loop (10% faster at the network's l2, in bf16 and TF32);
+// and in the fused layer form where C >= 128 and the 128-wide tiles fill the GPU without giving
+// each block two, 3 pipeline stages instead of 4 so that two blocks share an SM.
 // The fused form's epilogue loads the residual two 16-byte pieces ahead of their stores
 // (implicit_gemm_wgmma.cuh's store_registers). (Ideas: the PTX ISA's im2col tensor mode and
 // cuTensorMapEncodeIm2col; CUTLASS's Hopper implicit GEMM convolution, whose producer issues im2col
-// TMA copies.)
+// TMA copies, and its ping-pong warp-specialised GEMM kernels.)
 #include <cuda_bf16.h>
 
 #include <string>

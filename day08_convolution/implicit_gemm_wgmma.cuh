@@ -8,21 +8,22 @@
 // Tiles: 128 output pixels x kBN filters x 128 bytes of GEMM_K per stage (kBK = 64 bf16 or 32
 // fp32 values); kBN = 64 when K <= 64 (wgmma m64n64; 32 accumulators per thread; sized for 2
 // blocks per SM), else 128 (m64n128; 64 accumulators; one block per SM), or for v10 and v11 256
-// where K is a multiple of 256 (m64n256; 128 accumulators; tma_im2col_conv.cuh says when). A wgmma
-// k-step is 32
-// bytes of k in either type: k16 in bf16, k8 in TF32, so a stage is 4 k-steps in both.
-// Threads: warpgroups 0 and 1 consume (pixels 64 wg .. 64 wg + 63 of the tile); the producer's
-// threads follow them. Shared memory, from a 1024-byte boundary: kStages x [A: 128 rows x 128 bytes
-// | B: kBN rows x 128 bytes], then the 2 x kStages mbarriers. Both operands are K-major (a row is
-// kBK consecutive GEMM_K values of one pixel or one filter), in the 128-byte swizzle: the 16-byte
-// chunk j of row r sits at r * 128 + 16 (j ^ (r % 8)), which the TMA writes, which v9's producer
-// writes for A, and which the descriptors (swizzle mode 128B, 1024 bytes per 8 rows) read. The
-// stages go round between producer and consumers on mbarriers: `full` (the stage's A and B have
-// landed) and `empty` (all 8 consumer warps are done with it). Blocks are persistent: each loops
-// over output tiles (filter tiles fastest), and the stages and their barrier phases run on from one
-// tile to the next, counted by `it` (one per slab), so the producer fills the next tile's stages
-// while the consumers store this one's outputs. Every function here is called only from kernel
-// bodies compiled for sm_90a.
+// where K is a multiple of 256 (m64n256; 128 accumulators; tma_im2col_conv.cuh says when), or
+// 128 in ping-pong (a warpgroup's 128 x 128 tile: 128 accumulators). A wgmma k-step is 32 bytes of
+// k in either type: k16 in bf16, k8 in TF32, so a stage is 4 k-steps in both.
+// Threads: warpgroups 0 and 1 consume (pixels 64 wg .. 64 wg + 63 of the tile, or in the
+// ping-pong tiling every other tile whole); the producer's threads follow them. Shared memory, from
+// a 1024-byte boundary: kStages x [A: 128 rows x 128 bytes | B: kBN rows x 128 bytes], then the 2 x
+// kStages + 2 mbarriers. Both operands are K-major (a row is kBK consecutive GEMM_K values of one
+// pixel or one filter), in the 128-byte swizzle: the 16-byte chunk j of row r sits at r * 128 + 16
+// (j ^ (r % 8)), which the TMA writes, which v9's producer writes for A, and which the descriptors
+// (swizzle mode 128B, 1024 bytes per 8 rows) read. The stages go round between producer and
+// consumers on mbarriers: `full` (the stage's A and B have landed) and `empty` (the consumer
+// warps that read it are done with it: all 8, or one warpgroup's 4 in ping-pong). Blocks are
+// persistent: each loops over output tiles (filter tiles fastest), and the stages and their barrier
+// phases run on from one tile to the next, counted by `it` (one per slab), so the producer fills
+// the next tile's stages while the consumers store this one's outputs. Every function here is
+// called only from kernel bodies compiled for sm_90a.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -47,19 +48,33 @@ using bf16 = __nv_bfloat16;
 
 // One tiling. T: the operands' element type (bf16, or float for TF32); kBN: filters per block
 // (the wgmma's N); kProducerThreads: the producer's threads (v9: a warpgroup, v10 and v11: one
-// warp); kStages: the pipeline's depth.
-template <class T_, int kBN_, int kProducerThreads_, int kStages_ = 4>
+// warp, or a warpgroup for ping-pong); kStages: the pipeline's depth; kPingPong: below.
+template <class T_, int kBN_, int kProducerThreads_, int kStages_ = 4, bool kPingPong_ = false>
 struct Config {
   using T = T_;
   static constexpr int kBM = 128, kBN = kBN_, kBK = 128 / int(sizeof(T)), kStages = kStages_;
   static constexpr int kConsumerWGs = 2, kConsumerWarps = 4 * kConsumerWGs;
+  // Ping-pong (consume_tiles_pingpong): each consumer warpgroup owns whole 128 x kBN tiles, the
+  // two take the block's tiles in turn, and one's epilogue runs under the other's main loop. A
+  // slab is then read by one warpgroup: its 4 warps release the stage. Such a tiling is never
+  // split (split-K's paths are the cooperative consumers').
+  static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kReleasers = kPingPong ? 4 : kConsumerWarps;
+  static constexpr bool kSplittable = !kPingPong && kStages <= 4;
+  // Ping-pong: a thread of a consumer warpgroup holds a tile's kBN sums and the producer is a whole
+  // warpgroup, so that setmaxnreg (which works on warpgroups) can move registers from it to the
+  // consumers: 384 threads start at 168 each (65536 / 384), then 40 / 232.
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(!kPingPong || (kProducerThreads_ == 128 &&
+                               kProducerRegs * 128 + kConsumerRegs * 256 <= 65536),
+                "ping-pong: a producer warpgroup, and the register file's 64 K");
   static constexpr int kProducerThreads = kProducerThreads_;
   static constexpr int kThreads = 128 * kConsumerWGs + kProducerThreads;
   static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK per row
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kBiasFloats = 1024;  // the bias kept in shared memory for K up to this
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes +
-                                       2 * kStages * sizeof(uint64_t) +
+                                       (2 * kStages + 2) * sizeof(uint64_t) +
                                        kBiasFloats * sizeof(float) + 1024 /* alignment */;
   // Two blocks per SM where their shared memory fits (kBN = 64 in 4 stages: 101 KB; kBN = 128 in 3
   // stages: 101 KB), so one block's epilogue and pipeline fill overlap the other's main loop; kBN =
@@ -67,6 +82,7 @@ struct Config {
   static constexpr int kMinBlocks =
       2 * (kStages * (kABytes + kBBytes) + 2048 + kBiasFloats * 4) <= 227 * 1024 ? 2 : 1;
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");
+  static_assert(!kPingPong || kBN <= 128, "a ping-pong warpgroup holds a whole tile's sums");
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
@@ -83,26 +99,30 @@ struct Stages {
   uint8_t* base;   // 1024-byte aligned: the 128-byte swizzle repeats every 1024 bytes
   uint64_t* full;  // [kStages]
   uint64_t* empty;
-  float* bias;  // [C::kBiasFloats]
+  uint64_t* turn;  // [2]: ping-pong, warpgroup wg may start its next main loop
+  float* bias;     // [C::kBiasFloats]
   __device__ explicit Stages(uint8_t* smem_raw)
       : base(smem_raw + ((1024 - (day04::wgmma::smem_addr(smem_raw) & 1023)) & 1023)),
         full(reinterpret_cast<uint64_t*>(base + C::kStages * C::kStageBytes)),
         empty(full + C::kStages),
-        bias(reinterpret_cast<float*>(empty + C::kStages)) {}
+        turn(empty + C::kStages),
+        bias(reinterpret_cast<float*>(turn + 2)) {}
   __device__ uint8_t* a(int st) const { return base + st * C::kStageBytes; }
   __device__ uint8_t* b(int st) const { return base + st * C::kStageBytes + C::kABytes; }
 };
 
 // Thread 0 sets up the barriers: `full` completes with `full_arrivals` arrivals (and the
 // transaction bytes the producer announces), `empty` with one arrival per consumer warp. The caller
-// then synchronises the block once; from there the roles meet only on the mbarriers.
+// then synchronises the block once; from there the roles meet only on the mbarriers. `turn`
+// (ping-pong only) completes with the 4 warps of the other consumer warpgroup.
 template <class C>
 __device__ __forceinline__ void init_stages(const Stages<C>& sm, int full_arrivals) {
   if (threadIdx.x == 0) {
     for (int st = 0; st < C::kStages; ++st) {
       day04::wgmma::mbar_init(&sm.full[st], full_arrivals);
-      day04::wgmma::mbar_init(&sm.empty[st], C::kConsumerWarps);
+      day04::wgmma::mbar_init(&sm.empty[st], C::kReleasers);
     }
+    for (int wg = 0; wg < 2; ++wg) day04::wgmma::mbar_init(&sm.turn[wg], 4);
     day04::wgmma::mbar_fence_init();
   }
 }
@@ -518,6 +538,77 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     } else {
       store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * wg + 16 * w4 + gq, k0, tq, d,
                                      octets_ok<Y, kNpqk>(g, op));
+    }
+  }
+}
+
+// Ping-pong consumers (C::kPingPong): the block's tiles are its j-th (blockIdx.x + j gridDim.x),
+// and warpgroup wg takes j = wg, wg + 2, ...: a whole 128 x kBN tile, two m64nN multiplies per
+// k-step (rows 0-63 and 64-127 of the slab's A, the same B), kBN fp32 sums a thread. The producer
+// streams the tiles' slabs in j order as for the cooperative consumers, so tile j's first slab is
+// the block's slab j num_slabs. The main loops take turns: warpgroup wg starts tile j's only once
+// the other has issued every multiply of tile j - 1 (the `turn` barriers), then runs its epilogue
+// while the other's main loop keeps the tensor cores busy. The turns also keep the full barriers'
+// phases apart: every slab before tile j's was waited for before any of tile j's is.
+template <class C, class Y, bool kNpqk>
+__device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
+                                                       const ConvOperands<typename C::T, Y>& op_in,
+                                                       bool relu, int tiles_m, int tiles_n,
+                                                       int num_slabs, const Stages<C>& sm) {
+  using namespace day04::wgmma;
+  constexpr int kBN = C::kBN, kStages = C::kStages, kHalf = kBN / 2;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
+  ConvOperands<typename C::T, Y> op = op_in;
+  if (op.bias != nullptr && g.k <= C::kBiasFloats) {
+    for (int i = tid; i < g.k; i += 128 * C::kConsumerWGs) sm.bias[i] = op.bias[i];
+    op.bias = sm.bias;
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * C::kConsumerWGs) : "memory");
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.empty[st]);
+  };
+  const int tiles = tiles_m * tiles_n;
+  const bool octets = octets_ok<Y, kNpqk>(g, op);
+  for (int j = wg, n = 0; blockIdx.x + int64_t(j) * gridDim.x < tiles; j += 2, ++n) {
+    const int tile = blockIdx.x + j * gridDim.x;
+    const int m_tile = tile / tiles_n;
+    const int m0 = m_tile * C::kBM, k0 = (tile - m_tile * tiles_n) * kBN;
+    // Tile j - 1's multiplies are issued: the other warpgroup's n-th (wg 1) or n - 1-th (wg 0)
+    // arrival on this warpgroup's turn barrier.
+    if (j > 0) mbar_wait(&sm.turn[wg], (n - 1 + wg) & 1);
+    float d[2][kHalf];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) d[h][i] = 0.f;
+    int it = j * num_slabs;
+    for (int t = 0; t < num_slabs; ++t, ++it) {
+      const int st = it % kStages;
+      mbar_wait(&sm.full[st], (it / kStages) & 1);
+      fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint64_t da = make_desc(sm.a(st) + h * 64 * 128 + kk * 32, 16, 1024);
+          wgmma_kstep<typename C::T, kBN>(d[h], da, db);
+        }
+      }
+      commit();
+      wait<1>();
+      if (t > 0) release((it - 1) % kStages);
+    }
+    // Every multiply of tile j is issued: the other warpgroup may start tile j + 1's.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.turn[1 - wg]);
+    wait<0>();
+    release((it - 1) % kStages);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * h + 16 * w4 + gq, k0, tq, d[h], octets);
     }
   }
 }

@@ -916,17 +916,38 @@ TEST_CASE("v10 and v11 workspace split-K: the same layers match the CPU, bit for
 
 TEST_CASE("v10 and v11 fused in 3 stages, two blocks per SM: C >= 128 over many pixels", "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's fused form");
-  // The fused layer form with C >= 128 and more 128 x 128 tiles than an H100 has SMs (two blocks
-  // of this tiling fit each), so the launcher takes the 3-stage tiling (tma_im2col_conv.cuh):
-  // C = 136 (its last slab partly zero-filled) with K = 192 (the second filter tile half empty),
-  // and stride 2 in a group of two convolutions; odd H and W, the last pixel tile partial in both.
-  // No split-K runs here (the tiles fill the GPU), whichever mode is passed.
+  // The fused layer form with C >= 128 and more 128 x 128 tiles than an H100 has SMs but fewer
+  // than two per block of the ping-pong tiling, so the launcher takes the 3-stage tiling
+  // (tma_im2col_conv.cuh): C = 136 (its last slab partly zero-filled) with K = 192 (the second
+  // filter tile half empty; 138 tiles), and stride 2 in a group of two convolutions (72 tiles
+  // each); odd H and W, the last pixel tile partial in both. No split-K runs here (the tiles fill
+  // the GPU), whichever mode is passed.
   const day08::ConvShape a = make(1, 136, 91, 97, 192, 3, 3, 1, 1);
-  const day08::ConvShape b = make(8, 128, 97, 93, 128, 3, 3, 2, 1);
+  const day08::ConvShape b = make(4, 128, 97, 93, 128, 3, 3, 2, 1);
   check_fused_split<__nv_bfloat16>(a, 3100, true, false, day08::SplitKMode::kCluster);
   check_fused_split<float>(a, 3200, false, false, day08::SplitKMode::kCluster);
   check_fused_split<__nv_bfloat16>(b, 3300, false, true, day08::SplitKMode::kCluster);
   check_fused_split<float>(b, 3400, true, true, day08::SplitKMode::kCluster);
+}
+
+TEST_CASE("v10 and v11 ping-pong: two or more 128-filter tiles per block match the CPU", "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's ping-pong tiling");
+  // Tiles of 8 slabs or more, at least two per block of one per SM on an H100 (264 for one
+  // convolution, 132 each in a group of two), so the launcher takes the ping-pong tiling
+  // (tma_im2col_conv.cuh), in which the two consumer warpgroups run whole tiles in turn: C = 72
+  // (18 slabs, the last of each tap partly zero-filled) with K = 192 (the second filter tile half
+  // empty): 270 tiles over 132 blocks, so in six blocks warpgroup 0 runs two tiles and warpgroup 1
+  // one; the day's fp32 NKPQ form, then the fused form. And the network's 3x3/2 shape with C = 64
+  // (9 slabs, 144 tiles each) in a group of two, fused. Bias alone or with residual and ReLU in
+  // turn; a second call must give the same bits.
+  const day08::ConvShape a = make(2, 72, 97, 89, 192, 3, 3, 1, 1);
+  const day08::ConvShape b = make(8, 64, 97, 93, 128, 3, 3, 2, 1);
+  check_v10_v11({a}, 4000, true);
+  const auto mode = day08::SplitKMode::kCluster;
+  check_fused_split<__nv_bfloat16>(a, 4100, true, false, mode);
+  check_fused_split<float>(a, 4200, false, false, mode);
+  check_fused_split<__nv_bfloat16>(b, 4300, false, true, mode);
+  check_fused_split<float>(b, 4400, true, true, mode);
 }
 
 TEST_CASE("v13's fused form (bias, residual, ReLU, fp32 NPQK) matches the CPU", "[gpu]") {

@@ -4,7 +4,8 @@
 // (conv2d_v10_tma_im2col_wgmma_bf16_nhwc.cu) and v11's; the tiling, the stages and the consumer
 // warpgroups are implicit_gemm_wgmma.cuh's.
 //
-// The producer is one warp, one of whose threads issues, per slab (one filter tap (r, s) x kBK
+// The producer is one warp (a warpgroup in the ping-pong tiling, for setmaxnreg), one of whose
+// threads issues, per slab (one filter tap (r, s) x kBK
 // channels), an im2col copy of x (the tile's 128 output pixels, walked by the copy engine) and a
 // 2D copy of the filters; the stage's `full` barrier waits for its one arrival and the two copies'
 // bytes. Everything here runs in sm_90a code only; the launcher is called where the running GPU
@@ -29,8 +30,8 @@
 namespace day08::tma_im2col {
 
 // The shared tiling with a one-warp producer, in bf16 (v10) or fp32 (v11).
-template <class T, int kBN, int kStages = 4>
-using TmaConfig = wgmma_conv::Config<T, kBN, 32, kStages>;
+template <class T, int kBN, int kStages = 4, bool kPingPong = false>
+using TmaConfig = wgmma_conv::Config<T, kBN, kPingPong ? 128 : 32, kStages, kPingPong>;
 
 // The im2col maps of x and the 2D maps of the weights, one each per convolution of the group.
 struct Maps {
@@ -59,6 +60,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   if (threadIdx.x >= 128 * C::kConsumerWGs) {
     // ---- producer warp: one thread issues the A (im2col) and B (filters) copies of each slab ----
+    if constexpr (C::kPingPong) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs));
+    }
     if (threadIdx.x != 128 * C::kConsumerWGs) return;
     const CUtensorMap* map_x = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
     const CUtensorMap* map_w = blockIdx.z == 0 ? &maps.w0 : &maps.w1;
@@ -111,8 +115,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 
   // ---- consumer warpgroups (implicit_gemm_wgmma.cuh); A and B both came by TMA ----
   const ConvOperands<typename C::T, Y> op = blockIdx.z == 0 ? grp.op[0] : grp.op[1];
-  wgmma_conv::consume_tiles<C, Y, false, kNpqk, kSplit>(g, op, grp.relu, tiles_m, tiles_n,
-                                                        num_slabs, sm, sk);
+  if constexpr (C::kPingPong) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
+    wgmma_conv::consume_tiles_pingpong<C, Y, kNpqk>(g, op, grp.relu, tiles_m, tiles_n, num_slabs,
+                                                    sm);
+  } else {
+    wgmma_conv::consume_tiles<C, Y, false, kNpqk, kSplit>(g, op, grp.relu, tiles_m, tiles_n,
+                                                          num_slabs, sm, sk);
+  }
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)g, (void)grp, (void)tiles_m, (void)tiles_n, (void)c_blocks, (void)sk, (void)maps;
@@ -189,7 +199,8 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   const int c_blocks = gpu100::ceil_div(s.c, C::kBK);
   const int num_slabs = s.r * s.s * c_blocks;
   const int tiles = p.tiles_m * p.tiles_n;
-  const bool split = 2 * int64_t(tiles) <= p.resident;  // the tiles fill at most half the GPU
+  // the tiles fill at most half the GPU
+  const bool split = C::kSplittable && 2 * int64_t(tiles) <= p.resident;
   wgmma_conv::SplitK sk;
   // Cluster split-K (kBN <= 128: the 256-wide tiles are taken only where the tiles fill the GPU):
   // the largest cluster of 8, 4 or 2 blocks such that every range has at least 4 slabs (it fills
@@ -197,7 +208,7 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   // longer ranges paid for it) and all the tiles' clusters fit on the GPU at once (one wave). A
   // first guess, to be A/B'd (README).
   if (split && mode == SplitKMode::kCluster) {
-    if constexpr (C::kBN <= 128) {
+    if constexpr (C::kBN <= 128 && C::kSplittable) {
       constexpr auto kClusterKernel = conv2d_tma_im2col_kernel<C, Y, kNpqk, SplitPath::kCluster>;
       const wgmma_conv::PersistentGrid pc =
           wgmma_conv::persistent_grid<C, kClusterKernel>(name, g.M, s.k, grp.count);
@@ -226,7 +237,10 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   // as many slab ranges as fill them, each of at least 8 slabs (a range must outlast the 4-stage
   // pipeline's fill), at most 16.
   if (split) sk.splits = std::max(1, std::min({p.resident / tiles, num_slabs / 8, 16}));
-  if (sk.splits > 1) {
+  if constexpr (!C::kSplittable) {
+    kPlainKernel<<<p.grid, C::kThreads, C::kSmemBytes, stream>>>(g, grp, p.tiles_m, p.tiles_n,
+                                                                 c_blocks, sk, maps);
+  } else if (sk.splits > 1) {
     // The split kernel is its own instance, so the plain one keeps the code it had before split-K
     // existed (measured: carrying the split path cost the N = 32 layers 8-10%,
     // results/h100/profiles.txt).
@@ -256,34 +270,60 @@ bool fills_half_the_gpu(const char* name, const ConvShape& s, int group_count) {
   return 2 * int64_t(p.tiles_m) * p.tiles_n > p.resident;
 }
 
-// The tile width by K: 64 filters (m64n64, two blocks per SM) up to K = 64; 256 (m64n256) where K
-// is a multiple of 256 and those tiles fill the GPU without split-K; else 128 (m64n128). The
-// 256-wide tile reads its A rows once for twice the filters: per k-step a warpgroup reads 2 KB of A
-// and 8 KB of B from shared memory for 64 x 256 x 16 multiply-adds, against 2 + 4 KB for half as
-// many (measured at N = 32 on the network's 256- and 512-filter layers: 8-9% faster in bf16,
-// 12-16% in TF32, results/h100/day08_convolution_l3_n32.json and _l4_n32.json). Where the tiles
-// are few (a small batch) the 128-wide ones give split-K twice the work units.
-// The fused layer form's 128-wide tile, where C >= 128 and its tiles fill the GPU, runs in 3 stages
-// instead of 4: 101 KB of shared memory instead of 133, so two blocks share an SM and one block's
-// epilogue (bias, residual, ReLU, its bf16 stores, then the next tile's pipeline fill) runs under
-// the other's main loop. Its registers are capped at 96 a thread for that, which the unsplit kernel
-// fits with an 8-byte spill in bf16 and none in TF32 (the split-K kernels of this tiling would
-// spill far more, and the fill rule keeps them from running). Measured on an H100 at N = 32, the
-// network's l2 (C = K = 128, 52 x 68), A/B in one run: its six 3x3/1 convolutions 0.585 to 0.545 ms
-// in bf16, 1.12 to 1.06 ms in TF32, the network 2.49 to 2.36 ms (own_bf16_streams). Kept at 4
-// stages: C = 64 (l2's 3x3/2 and 1x1/2, whose tiles have 9 slabs or 1), which became 4-24% slower
-// in the same A/B, and the day's fp32 NKPQ form, which in an earlier A/B took 0.0864 ms on l2 in 3
-// stages against 0.0772 in 4 (results/h100/profiles.txt has both trials).
+// Whether C's tiles give every block of its persistent grid at least two: the ping-pong tiling's
+// rule (its two consumer warpgroups take a block's tiles in turn).
+template <class C, class Y, bool kNpqk>
+bool two_tiles_per_block(const char* name, const ConvShape& s, int group_count) {
+  const wgmma_conv::PersistentGrid p = wgmma_conv::persistent_grid<
+      C, conv2d_tma_im2col_kernel<C, Y, kNpqk, wgmma_conv::SplitPath::kNone>>(
+      name, nhwc::make_params(s, C::kBK).M, s.k, group_count);
+  return int64_t(p.tiles_m) * p.tiles_n >= 2 * int64_t(p.resident);
+}
+
+// The tiling, by K and by how many tiles there are:
+//  - 64 filters (m64n64, two blocks per SM) up to K = 64.
+//  - 256 (m64n256) where K is a multiple of 256 and those tiles fill the GPU without split-K. The
+//    256-wide tile reads its A rows once for twice the filters: per k-step a warpgroup reads 2 KB
+//    of A and 8 KB of B from shared memory for 64 x 256 x 16 multiply-adds, against 2 + 4 KB for
+//    half as many (measured at N = 32 on the network's 256- and 512-filter layers: 8-9% faster in
+//    bf16, 12-16% in TF32, results/h100/day08_convolution_l3_n32.json and _l4_n32.json). Where the
+//    tiles are few (a small batch) the 128-wide ones give split-K twice the work units.
+//  - ping-pong 128-wide tiles (consume_tiles_pingpong, implicit_gemm_wgmma.cuh) where a tile has
+//    at least 8 slabs and every block gets two tiles or more: each consumer warpgroup owns a whole
+//    128 x 128 tile (128 sums a thread, from the producer warpgroup's registers by setmaxnreg), the
+//    two take turns at the tensor cores, and one's epilogue (bias, residual, ReLU, stores) runs
+//    under the other's main loop, in 6 stages of 32 KB (197 KB, one block per SM). Measured on an
+//    H100 at N = 32, A/B in one run (results/h100/profiles.txt): the network's l2 (its six 3x3/1
+//    convolutions) 0.512 -> 0.459 ms in bf16, 0.950 -> 0.851 in TF32, where it replaced the 3-stage
+//    tiling below; its 3x3/2 (C = 64, 9 slabs) 0.105 -> 0.098 and 0.187 -> 0.173; the day's form at
+//    l2 0.0790 -> 0.0766 ms (bf16) and 0.136 -> 0.1255 (TF32). Not taken: the 1x1 shortcuts (1 to 4
+//    slabs: a main loop too short to hide an epilogue; 0.134 -> 0.154 ms in bf16) and in place of
+//    the 256-wide tiles (the network's l4 0.333 -> 0.357 ms in bf16, 0.611 -> 0.663 in TF32).
+//  - in the fused layer form where C >= 128 and the tiles fill the GPU but give a block fewer than
+//    two, 128-wide tiles in 3 stages instead of 4: 101 KB of shared memory instead of 133, so two
+//    blocks share an SM and one block's epilogue runs under the other's main loop. Its registers
+//    are capped at 96 a thread, which the unsplit kernel fits with an 8-byte spill in bf16 and none
+//    in TF32 (the split-K kernels of this tiling would spill far more, and the fill rule keeps them
+//    from running). Measured on an H100 before the ping-pong tiles existed, at the network's l2:
+//    0.585 to 0.545 ms in bf16, 1.12 to 1.06 ms in TF32. Kept at 4 stages: C = 64 (4-24% slower in
+//    3) and the day's fp32 NKPQ form (0.0864 ms on l2 in 3 stages against 0.0772 in 4).
+//  - else 128-wide tiles in 4 stages (m64n128, one block per SM), split where the tiles are few.
 template <class T, class Y, bool kNpqk>
 void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& grp,
                   cudaStream_t stream, SplitKMode mode) {
   using Wide = TmaConfig<T, 256>;
+  using PingPong = TmaConfig<T, 128, 6, true>;
   if (s.k <= 64) {
     launch<TmaConfig<T, 64>, Y, kNpqk>(name, s, grp, stream, mode);
     return;
   }
   if (s.k % 256 == 0 && fills_half_the_gpu<Wide, Y, kNpqk>(name, s, grp.count)) {
     launch<Wide, Y, kNpqk>(name, s, grp, stream, mode);
+    return;
+  }
+  const int num_slabs = s.r * s.s * gpu100::ceil_div(s.c, PingPong::kBK);
+  if (num_slabs >= 8 && two_tiles_per_block<PingPong, Y, kNpqk>(name, s, grp.count)) {
+    launch<PingPong, Y, kNpqk>(name, s, grp, stream, mode);
     return;
   }
   if constexpr (kNpqk) {
