@@ -369,6 +369,29 @@ __device__ __forceinline__ uint32_t map_cluster(uint32_t addr, uint32_t rank) {
   return remote;
 }
 
+// The bias of every filter, copied once into shared memory by the consumer threads (0 .. 255),
+// which then meet on named barrier 1 (the producer is not part of it): the epilogue reads it
+// there instead of loading it from global memory for every output (a long wait that nothing
+// hides where a block has one tile per SM). Returns the operands with the bias pointer moved
+// there (left in global memory for K over C::kBiasFloats).
+template <class C, class Op>
+__device__ __forceinline__ Op bias_to_shared(const nhwc::Params& g, Op op, const Stages<C>& sm) {
+  if (op.bias != nullptr && g.k <= C::kBiasFloats) {
+    for (int i = threadIdx.x; i < g.k; i += 128 * C::kConsumerWGs) sm.bias[i] = op.bias[i];
+    op.bias = sm.bias;
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * C::kConsumerWGs) : "memory");
+  return op;
+}
+
+// This warp (lane: the calling thread's) is done reading stage st: one of the arrivals
+// (C::kReleasers) the producer waits for.
+template <class C>
+__device__ __forceinline__ void release_stage(const Stages<C>& sm, int st, int lane) {
+  __syncwarp();
+  if (lane == 0) day04::wgmma::mbar_arrive(&sm.empty[st]);
+}
+
 // The consumer warpgroups (threads 0 .. 255): for each of the block's work units (a tile, or with
 // split-K one slab range of a tile), its slabs of 4 wgmma k-steps each, then the epilogue straight
 // from the registers while the producer fills the next unit's stages. Warpgroup wg owns pixels 64
@@ -391,20 +414,8 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
   constexpr int kBM = C::kBM, kBN = C::kBN, kStages = C::kStages, kAcc = kBN / 2;
   const int tid = threadIdx.x, wg = tid / 128;
   const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
-  // The bias of every filter, copied once into shared memory: the epilogue reads it there instead
-  // of loading it from global memory for every output (a long wait that nothing hides where a
-  // block has one tile per SM).
-  ConvOperands<typename C::T, Y> op = op_in;
-  if (op.bias != nullptr && g.k <= C::kBiasFloats) {
-    for (int i = tid; i < g.k; i += 128 * C::kConsumerWGs) sm.bias[i] = op.bias[i];
-    op.bias = sm.bias;
-  }
-  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * C::kConsumerWGs) : "memory");
-  // This warp is done reading stage st: one of the 8 arrivals the producer waits for.
-  auto release = [&](int st) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.empty[st]);
-  };
+  const ConvOperands<typename C::T, Y> op = bias_to_shared(g, op_in, sm);
+  auto release = [&](int st) { release_stage(sm, st, lane); };
   // Without split-K (kNone, a compile-time 1) a unit is a tile and its range every slab: the
   // compiler drops the divisions and the branches below.
   const int splits = kSplit != SplitPath::kNone ? sk.splits : 1;
@@ -559,16 +570,8 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
   constexpr int kBN = C::kBN, kStages = C::kStages, kHalf = kBN / 2;
   const int tid = threadIdx.x, wg = tid / 128;
   const int lane = tid % 32, w4 = (tid / 32) % 4, gq = lane / 4, tq = lane % 4;
-  ConvOperands<typename C::T, Y> op = op_in;
-  if (op.bias != nullptr && g.k <= C::kBiasFloats) {
-    for (int i = tid; i < g.k; i += 128 * C::kConsumerWGs) sm.bias[i] = op.bias[i];
-    op.bias = sm.bias;
-  }
-  asm volatile("bar.sync 1, %0;\n" ::"n"(128 * C::kConsumerWGs) : "memory");
-  auto release = [&](int st) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.empty[st]);
-  };
+  const ConvOperands<typename C::T, Y> op = bias_to_shared(g, op_in, sm);
+  auto release = [&](int st) { release_stage(sm, st, lane); };
   const int tiles = tiles_m * tiles_n;
   const bool octets = octets_ok<Y, kNpqk>(g, op);
   for (int j = wg, n = 0; blockIdx.x + int64_t(j) * gridDim.x < tiles; j += 2, ++n) {
