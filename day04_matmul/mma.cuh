@@ -94,6 +94,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
 }
+// The reverse of ldmatrix_x4: four 8 x 8 b16 matrices written to shared memory from the fragment
+// layout (lane l: row l / 4, columns 2 (l % 4) and + 1 of each), lanes 8 i .. 8 i + 7 giving the
+// row addresses of matrix i (sm_90).
+__device__ __forceinline__ void stmatrix_x4(void* p, const uint32_t (&r)[4]) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(p)),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
+}
 
 // d += a * b for one 16 x 8 x 16 tile: bf16 inputs, fp32 accumulators. With g = lane / 4 and
 // t = lane % 4: a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9],

@@ -24,6 +24,7 @@
 // phases run on from one tile to the next, counted by `it` (one per slab), so the producer fills
 // the next tile's stages while the consumers store this one's outputs. Every function here is
 // called only from kernel bodies compiled for sm_90a.
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -49,7 +50,8 @@ using bf16 = __nv_bfloat16;
 // One tiling. T: the operands' element type (bf16, or float for TF32); kBN: filters per block
 // (the wgmma's N); kProducerThreads: the producer's threads (v9: a warpgroup, v10 and v11: one
 // warp, or a warpgroup for ping-pong); kStages: the pipeline's depth; kPingPong: below.
-template <class T_, int kBN_, int kProducerThreads_, int kStages_ = 4, bool kPingPong_ = false>
+template <class T_, int kBN_, int kProducerThreads_, int kStages_ = 4, bool kPingPong_ = false,
+          bool kStagedOut_ = false>
 struct Config {
   using T = T_;
   static constexpr int kBM = 128, kBN = kBN_, kBK = 128 / int(sizeof(T)), kStages = kStages_;
@@ -65,6 +67,12 @@ struct Config {
   // warpgroup, so that setmaxnreg (which works on warpgroups) can move registers from it to the
   // consumers: 384 threads start at 168 each (65536 / 384), then 40 / 232.
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  // Staged output (ping-pong, bf16 NPQK out; consume_tiles_pingpong's store_staged): each consumer
+  // warpgroup has a 128 x kBN bf16 tile of shared memory, where the TMA brings its tile's residual
+  // and from where the TMA stores the outputs, in halves of 64 columns (128-byte rows, 128-byte
+  // swizzle); a warp writes and reads it with stmatrix / ldmatrix in the accumulators' layout.
+  static constexpr bool kStagedOut = kStagedOut_;
+  static constexpr int kStagingBytes = kStagedOut ? 2 * kBM * kBN * 2 : 0;  // both warpgroups'
   static_assert(!kPingPong || (kProducerThreads_ == 128 &&
                                kProducerRegs * 128 + kConsumerRegs * 256 <= 65536),
                 "ping-pong: a producer warpgroup, and the register file's 64 K");
@@ -73,16 +81,20 @@ struct Config {
   static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK per row
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kBiasFloats = 1024;  // the bias kept in shared memory for K up to this
-  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes +
-                                       (2 * kStages + 2) * sizeof(uint64_t) +
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kStagingBytes +
+                                       (2 * kStages + 4) * sizeof(uint64_t) +
                                        kBiasFloats * sizeof(float) + 1024 /* alignment */;
   // Two blocks per SM where their shared memory fits (kBN = 64 in 4 stages: 101 KB; kBN = 128 in 3
   // stages: 101 KB), so one block's epilogue and pipeline fill overlap the other's main loop; kBN =
   // 128 in 4 stages: 133 KB, one block; kBN = 256: 197 KB, one block (the bias's 4 KB included).
   static constexpr int kMinBlocks =
-      2 * (kStages * (kABytes + kBBytes) + 2048 + kBiasFloats * 4) <= 227 * 1024 ? 2 : 1;
+      2 * (kStages * (kABytes + kBBytes) + kStagingBytes + 2048 + kBiasFloats * 4) <= 227 * 1024
+          ? 2
+          : 1;
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");
   static_assert(!kPingPong || kBN <= 128, "a ping-pong warpgroup holds a whole tile's sums");
+  static_assert(!kStagedOut || (kPingPong && kBN == 128 && std::is_same_v<T, bf16>),
+                "staged output: the ping-pong bf16 tiling, two 64-column halves");
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
@@ -99,14 +111,20 @@ struct Stages {
   uint8_t* base;   // 1024-byte aligned: the 128-byte swizzle repeats every 1024 bytes
   uint64_t* full;  // [kStages]
   uint64_t* empty;
-  uint64_t* turn;  // [2]: ping-pong, warpgroup wg may start its next main loop
-  float* bias;     // [C::kBiasFloats]
+  uint64_t* turn;      // [2]: ping-pong, warpgroup wg may start its next main loop
+  uint64_t* res_full;  // [2]: staged output, warpgroup wg's residual tile has landed
+  float* bias;         // [C::kBiasFloats]
   __device__ explicit Stages(uint8_t* smem_raw)
       : base(smem_raw + ((1024 - (day04::wgmma::smem_addr(smem_raw) & 1023)) & 1023)),
-        full(reinterpret_cast<uint64_t*>(base + C::kStages * C::kStageBytes)),
+        full(reinterpret_cast<uint64_t*>(base + C::kStages * C::kStageBytes + C::kStagingBytes)),
         empty(full + C::kStages),
         turn(empty + C::kStages),
-        bias(reinterpret_cast<float*>(turn + 2)) {}
+        res_full(turn + 2),
+        bias(reinterpret_cast<float*>(res_full + 2)) {}
+  // Warpgroup wg's staging tile (kStagedOut): two halves of 128 rows x 128 bytes, 1024-aligned.
+  __device__ uint8_t* staging(int wg) const {
+    return base + C::kStages * C::kStageBytes + wg * (C::kStagingBytes / 2);
+  }
   __device__ uint8_t* a(int st) const { return base + st * C::kStageBytes; }
   __device__ uint8_t* b(int st) const { return base + st * C::kStageBytes + C::kABytes; }
 };
@@ -122,7 +140,10 @@ __device__ __forceinline__ void init_stages(const Stages<C>& sm, int full_arriva
       day04::wgmma::mbar_init(&sm.full[st], full_arrivals);
       day04::wgmma::mbar_init(&sm.empty[st], C::kReleasers);
     }
-    for (int wg = 0; wg < 2; ++wg) day04::wgmma::mbar_init(&sm.turn[wg], 4);
+    for (int wg = 0; wg < 2; ++wg) {
+      day04::wgmma::mbar_init(&sm.turn[wg], 4);
+      day04::wgmma::mbar_init(&sm.res_full[wg], 1);
+    }
     day04::wgmma::mbar_fence_init();
   }
 }
@@ -553,6 +574,71 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
   }
 }
 
+// The staged epilogue of a ping-pong warpgroup's 128 x 128 tile (C::kStagedOut: bf16 NPQK out,
+// K % 8 == 0, y and the residual 16-byte aligned): bias, residual and ReLU added in registers,
+// the bf16 results written to the warpgroup's staging tile by stmatrix (4 8 x 8 matrices a warp at
+// once, in the accumulators' own layout) and stored by two TMA copies, one per 64-column half
+// (rows past M and columns past K are clipped by the copy). The residual tile, brought into the
+// same staging tile by the TMA while the main loop ran (res_full), is read by ldmatrix in the same
+// layout. In place of a 16-byte load and store per 8 outputs and the shuffles that gather them
+// (store_registers), a warp spends one ldmatrix and one stmatrix per 16 x 16 outputs: fewer
+// instructions beside the other warpgroup's main loop. Warp w4's rows of row block h are 64 h +
+// 16 w4 .. + 15; for the 16 columns 16 p .. 16 p + 15, lane l names row (l / 8) % 2 * 8 + l % 8
+// and 16-byte chunk 2 p + l / 16 of them (matrix l / 8), and receives or gives, in register q,
+// row l / 4 + 8 (q % 2), columns 16 p + 8 (q / 2) + 2 (l % 4) and + 1: the accumulators
+// d[h][4 (2 p + q / 2) + 2 (q % 2) + {0, 1}].
+template <class C, class Op>
+__device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op, bool relu,
+                                             const Stages<C>& sm, int wg, int m0, int k0,
+                                             const float (&d)[2][C::kBN / 2], bool residual,
+                                             uint32_t res_phase, const CUtensorMap* map_y) {
+  using namespace day04::wgmma;
+  const int tid = threadIdx.x % 128, lane = tid % 32, w4 = tid / 32, tq = lane % 4;
+  uint8_t* const stage = sm.staging(wg);
+  // The tile is free (the previous store has read it: its issuing thread waited at the main
+  // loop's start) and, with a residual, holds it.
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+  if (residual) mbar_wait(&sm.res_full[wg], res_phase);
+  const int mi = lane / 8;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = 64 * h + 16 * w4 + (mi % 2) * 8 + lane % 8;
+#pragma unroll
+    for (int p = 0; p < C::kBN / 16; ++p) {
+      const int chunk = 2 * p + mi / 2;  // 0 .. 15: the half chunk / 8, chunk % 8 inside it
+      uint8_t* const addr =
+          stage + (chunk / 8) * (C::kBM * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) << 4);
+      uint32_t res[4] = {0, 0, 0, 0};
+      if (residual) day04::mma::ldmatrix_x4(res, addr);
+      uint32_t out[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int j = 2 * p + q / 2, col = 8 * j + 2 * tq;
+        const int k = k0 + col;
+        float v0 = d[h][4 * j + 2 * (q % 2)], v1 = d[h][4 * j + 2 * (q % 2) + 1];
+        if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
+        if (residual) {
+          const __nv_bfloat162 r2 = *reinterpret_cast<const __nv_bfloat162*>(&res[q]);
+          v0 += __low2float(r2), v1 += __high2float(r2);
+        }
+        if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+        const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
+        out[q] = *reinterpret_cast<const uint32_t*>(&o2);
+      }
+      day04::mma::stmatrix_x4(addr, out);
+    }
+  }
+  // Every warp's writes, then one thread's copies (the TMA reads shared memory through the async
+  // proxy).
+  fence_proxy_async_smem();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+  if (tid == 0) {
+    tma_store_2d(map_y, stage, k0, m0);
+    tma_store_2d(map_y, stage + C::kBM * 128, k0 + 64, m0);
+    bulk_commit();
+  }
+}
+
 // Ping-pong consumers (C::kPingPong): the block's tiles are its j-th (blockIdx.x + j gridDim.x),
 // and warpgroup wg takes j = wg, wg + 2, ...: a whole 128 x kBN tile, two m64nN multiplies per
 // k-step (rows 0-63 and 64-127 of the slab's A, the same B), kBN fp32 sums a thread. The producer
@@ -561,11 +647,15 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
 // the other has issued every multiply of tile j - 1 (the `turn` barriers), then runs its epilogue
 // while the other's main loop keeps the tensor cores busy. The turns also keep the full barriers'
 // phases apart: every slab before tile j's was waited for before any of tile j's is.
+// Staged output (C::kStagedOut): map_y and map_r are this convolution's y and residual as
+// [M][K] bf16 maps in boxes of 128 rows x 64 columns (map_r unused without a residual).
 template <class C, class Y, bool kNpqk>
 __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
                                                        const ConvOperands<typename C::T, Y>& op_in,
                                                        bool relu, int tiles_m, int tiles_n,
-                                                       int num_slabs, const Stages<C>& sm) {
+                                                       int num_slabs, const Stages<C>& sm,
+                                                       const CUtensorMap* map_y = nullptr,
+                                                       const CUtensorMap* map_r = nullptr) {
   using namespace day04::wgmma;
   constexpr int kBN = C::kBN, kStages = C::kStages, kHalf = kBN / 2;
   const int tid = threadIdx.x, wg = tid / 128;
@@ -581,6 +671,19 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
     // Tile j - 1's multiplies are issued: the other warpgroup's n-th (wg 1) or n - 1-th (wg 0)
     // arrival on this warpgroup's turn barrier.
     if (j > 0) mbar_wait(&sm.turn[wg], (n - 1 + wg) & 1);
+    if constexpr (C::kStagedOut) {
+      // This tile's residual into the staging tile while the main loop runs, once the previous
+      // tile's store (issued by this thread) has read it.
+      if (threadIdx.x % 128 == 0) {
+        bulk_wait_read_all();
+        if (op.residual != nullptr) {
+          uint8_t* const stage = sm.staging(wg);
+          mbar_expect_tx(&sm.res_full[wg], 2 * C::kBM * 128);
+          tma_load_2d(stage, map_r, k0, m0, &sm.res_full[wg]);
+          tma_load_2d(stage + C::kBM * 128, map_r, k0 + 64, m0, &sm.res_full[wg]);
+        }
+      }
+    }
     float d[2][kHalf];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -609,10 +712,20 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
     if (lane == 0) mbar_arrive(&sm.turn[1 - wg]);
     wait<0>();
     release((it - 1) % kStages);
+    if constexpr (C::kStagedOut) {
+      store_staged<C>(g, op, relu, sm, wg, m0, k0, d, op.residual != nullptr, uint32_t(n & 1),
+                      map_y);
+      continue;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * h + 16 * w4 + gq, k0, tq, d[h], octets);
     }
+  }
+  // The staged output's last copies finish before the block exits (their source is this block's
+  // shared memory).
+  if constexpr (C::kStagedOut) {
+    if (threadIdx.x % 128 == 0) bulk_wait_all();
   }
 }
 

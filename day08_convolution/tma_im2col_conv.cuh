@@ -30,12 +30,13 @@
 namespace day08::tma_im2col {
 
 // The shared tiling with a one-warp producer, in bf16 (v10) or fp32 (v11).
-template <class T, int kBN, int kStages = 4, bool kPingPong = false>
-using TmaConfig = wgmma_conv::Config<T, kBN, kPingPong ? 128 : 32, kStages, kPingPong>;
+template <class T, int kBN, int kStages = 4, bool kPingPong = false, bool kStagedOut = false>
+using TmaConfig = wgmma_conv::Config<T, kBN, kPingPong ? 128 : 32, kStages, kPingPong, kStagedOut>;
 
 // The im2col maps of x and the 2D maps of the weights, one each per convolution of the group.
 struct Maps {
   CUtensorMap x0, x1, w0, w1;
+  CUtensorMap y0, y1, r0, r1;  // the staged output's y and residual ([M][K], 128 x 64 boxes)
 };
 
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer forms, NPQK
@@ -118,7 +119,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   if constexpr (C::kPingPong) {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs));
     wgmma_conv::consume_tiles_pingpong<C, Y, kNpqk>(g, op, grp.relu, tiles_m, tiles_n, num_slabs,
-                                                    sm);
+                                                    sm, blockIdx.z == 0 ? &maps.y0 : &maps.y1,
+                                                    blockIdx.z == 0 ? &maps.r0 : &maps.r1);
   } else {
     wgmma_conv::consume_tiles<C, Y, false, kNpqk, kSplit>(g, op, grp.relu, tiles_m, tiles_n,
                                                           num_slabs, sm, sk);
@@ -196,6 +198,17 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   maps.x1 = grp.count > 1 ? im2col_map(s, grp.op[1].x, C::kBM, C::kBK) : maps.x0;
   maps.w1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
+  if constexpr (C::kStagedOut) {
+    // y and the residual as [M][K] bf16 matrices in boxes of 128 rows x 64 columns (128 bytes).
+    for (int i = 0; i < grp.count; ++i) {
+      const auto& o = grp.op[i];
+      CUtensorMap& y = i == 0 ? maps.y0 : maps.y1;
+      CUtensorMap& r = i == 0 ? maps.r0 : maps.r1;
+      y = day04::make_tma_map_2d(o.y, g.M, s.k, C::kBM, 64);
+      r = o.residual != nullptr ? day04::make_tma_map_2d(o.residual, g.M, s.k, C::kBM, 64) : y;
+    }
+    if (grp.count == 1) maps.y1 = maps.y0, maps.r1 = maps.r0;
+  }
   const int c_blocks = gpu100::ceil_div(s.c, C::kBK);
   const int num_slabs = s.r * s.s * c_blocks;
   const int tiles = p.tiles_m * p.tiles_n;
@@ -323,6 +336,19 @@ void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& g
   }
   const int num_slabs = s.r * s.s * gpu100::ceil_div(s.c, PingPong::kBK);
   if (num_slabs >= 8 && two_tiles_per_block<PingPong, Y, kNpqk>(name, s, grp.count)) {
+    if constexpr (kNpqk && std::is_same_v<T, __nv_bfloat16> && std::is_same_v<Y, __nv_bfloat16>) {
+      // bf16 NPQK out with whole 16-byte rows and aligned y and residual: the staged epilogue.
+      using Staged = TmaConfig<T, 128, 4, true, true>;
+      bool aligned = s.k % 8 == 0;
+      for (int i = 0; i < grp.count; ++i) {
+        aligned = aligned && gpu100::aligned16(grp.op[i].y) &&
+                  (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
+      }
+      if (aligned) {
+        launch<Staged, Y, kNpqk>(name, s, grp, stream, mode);
+        return;
+      }
+    }
     launch<PingPong, Y, kNpqk>(name, s, grp, stream, mode);
     return;
   }
