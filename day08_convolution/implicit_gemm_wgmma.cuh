@@ -715,11 +715,12 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
     if constexpr (C::kStagedOut) {
       store_staged<C>(g, op, relu, sm, wg, m0, k0, d, op.residual != nullptr, uint32_t(n & 1),
                       map_y);
-      continue;
-    }
+    } else {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * h + 16 * w4 + gq, k0, tq, d[h], octets);
+      for (int h = 0; h < 2; ++h) {
+        store_registers<Y, kNpqk, kBN>(g, op, relu, m0 + 64 * h + 16 * w4 + gq, k0, tq, d[h],
+                                       octets);
+      }
     }
   }
   // The staged output's last copies finish before the block exits (their source is this block's
