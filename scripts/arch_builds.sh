@@ -93,6 +93,10 @@ for b in "${builds[@]}"; do
       "built in ${built} s, $warnings warning lines; ctest in ${tested} s:" \
       "$(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n1)"
     grep -E '\((Failed|Skipped|Timeout)\)|Not Run' "$dir/ctest.log" | sed 's/^[[:space:]]*/  /'
+    # The five slowest tests (where ctest's time goes: the GPU tests run one at a time).
+    echo "  slowest: $(awk '/Test +#[0-9]+: .* sec$/ { t = $(NF - 1); sub(/.*Test +#[0-9]+: /, "");
+      sub(/ \.+.*$/, ""); print t " s " $0 }' "$dir/ctest.log" | sort -rn | head -n 5 |
+      paste -sd ';' - | sed 's/;/; /g')"
     # What each failed test printed (ctest --output-on-failure), up to 60 lines a test, so that a
     # failure can be read from OUT alone (the build folder stays on the machine that ran it).
     failed_output "$dir/ctest.log"
