@@ -16,6 +16,9 @@
 # commit's runs and appended to when it holds this commit's, so the builds may run in separate
 # calls. SANITIZE_DAY06="80-virtual ..." also runs day06's GPU tests under memcheck and racecheck
 # in those builds. GPU100_GIT names the commit (default: git describe). CTEST_JOBS sets ctest -j.
+# ARCH_PHASE=build only builds (each build's time kept in its folder), ARCH_PHASE=test then runs
+# the ctest of builds made so and records them as one run would (default: both, one build after
+# the other), for machines whose calls are too short for a build and its ctest together.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-}
@@ -53,17 +56,36 @@ failed_output() {
        on && (/^ *Start +[0-9]+:/ || /^ *[0-9]+\/[0-9]+ Test +#/ || /tests passed|tests failed/) { on = 0 }
        on && n < 60 { print "  | " $0; n++ }' "$1"
 }
+phase=${ARCH_PHASE:-all}
+case "$phase" in all | build | test) ;; *)
+  echo "arch_builds: ARCH_PHASE must be all, build or test (got '$phase')" >&2
+  exit 2
+  ;;
+esac
 for b in "${builds[@]}"; do
   start=$(date +%s)
   if [ "$b" = setup ]; then
     dir=build
     what="setup (./scripts/setup.sh, no flags)"
+  else
+    dir="build-arch-$b"
+    what="CMAKE_CUDA_ARCHITECTURES=$b"
+  fi
+  if [ "$phase" = test ]; then
+    # The build made by an ARCH_PHASE=build run of this commit.
+    built_commit=
+    read -r built built_commit 2>/dev/null <"$dir/arch_build_seconds"
+    if [ "$built_commit" != "$commit" ]; then
+      echo "$what: no ARCH_PHASE=build run of this build at $commit in $dir/" | tee -a "$out"
+      status=1
+      continue
+    fi
+    ok=1
+  elif [ "$b" = setup ]; then
     ok=0
     ./scripts/setup.sh >"$dir.setup.log" 2>&1 && ok=1
     mkdir -p "$dir" && mv "$dir.setup.log" "$dir/build.log"
   else
-    dir="build-arch-$b"
-    what="CMAKE_CUDA_ARCHITECTURES=$b"
     mkdir -p "$dir"
     # The cuDNN frontend's headers, as the set-up build gets them, when no set-up build ran first.
     if [ ! -e .whl/cudnn_frontend/include/cudnn_frontend.h ]; then
@@ -79,7 +101,15 @@ for b in "${builds[@]}"; do
     status=1
     continue
   fi
-  built=$(( $(date +%s) - start ))
+  if [ "$phase" != test ]; then
+    built=$(( $(date +%s) - start ))
+    rm -f "$dir/arch_build_seconds"
+    if [ "$phase" = build ]; then
+      echo "$built $commit" >"$dir/arch_build_seconds"
+      echo "$what: built in ${built} s (ARCH_PHASE=build; ARCH_PHASE=test records it)"
+      continue
+    fi
+  fi
   # What the configure step found (Dependencies.cmake's status lines).
   archs=$(grep -m1 -oE 'architectures [^ ]+' "$dir/build.log" | awk '{print $2}')
   cudnn=$(grep -qE 'gpu100: cuDNN found' "$dir/build.log" && echo found || echo "not found")
