@@ -21,15 +21,20 @@
 //    waits for one arrival and the two copies' bytes.
 // Costs: sm_90a only; C % 8 == 0 (the tensor's rows are 16-byte multiples for the TMA), a 16-byte
 // aligned x and w, a stride of at most 8 and window corners within [-128, 127] (the im2col
-// descriptor's limits); two tensor maps per convolution made on the host at each call.
+// descriptor's limits); two tensor maps per convolution made on the host at each call (four with
+// the staged epilogue: y and the residual too).
 // The kernel and its launcher are in tma_im2col_conv.cuh (v11 runs the same code on fp32 operands
 // as TF32); the tiling, the stages and the consumer warpgroups are v9's (implicit_gemm_wgmma.cuh),
-// with three additions: where K is a multiple of 256 and the tiles fill half the GPU, a tile is 256
+// with four additions: where K is a multiple of 256 and the tiles fill half the GPU, a tile is 256
 // filters wide (m64n256), so each A row read from shared memory serves twice the filters
 // (tma_im2col_conv.cuh says when; measured 8-9% faster at the network's 256- and 512-filter
 // layers); where a tile has 8 slabs or more and every block gets two tiles, ping-pong consumers:
 // each warpgroup owns a whole 128 x 128 tile, the two take turns at the tensor cores, and one's
 // epilogue runs under the other's main loop (10% faster at the network's l2, in bf16 and TF32);
+// in the fused form on those tiles, the epilogue staged in shared memory: the TMA brings the
+// residual tile during the main loop, ldmatrix / stmatrix read and write it in the accumulators'
+// layout, and two TMA stores write the outputs, so far fewer instructions run beside the other
+// warpgroup's multiplies than with per-thread loads, shuffles and stores (l2 another 11% faster);
 // and in the fused layer form where C >= 128 and the 128-wide tiles fill the GPU without giving
 // each block two, 3 pipeline stages instead of 4 so that two blocks share an SM.
 // The fused form's epilogue loads the residual two 16-byte pieces ahead of their stores
