@@ -51,7 +51,7 @@ using bf16 = __nv_bfloat16;
 // (the wgmma's N); kProducerThreads: the producer's threads (v9: a warpgroup, v10 and v11: one
 // warp, or a warpgroup for ping-pong); kStages: the pipeline's depth; kPingPong: below.
 template <class T_, int kBN_, int kProducerThreads_, int kStages_ = 4, bool kPingPong_ = false,
-          bool kStagedOut_ = false>
+          int kStagedBoxes_ = 0>
 struct Config {
   using T = T_;
   static constexpr int kBM = 128, kBN = kBN_, kBK = 128 / int(sizeof(T)), kStages = kStages_;
@@ -67,12 +67,17 @@ struct Config {
   // warpgroup, so that setmaxnreg (which works on warpgroups) can move registers from it to the
   // consumers: 384 threads start at 168 each (65536 / 384), then 40 / 232.
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-  // Staged output (ping-pong, bf16 NPQK out; consume_tiles_pingpong's store_staged): each consumer
-  // warpgroup has a 128 x kBN bf16 tile of shared memory, where the TMA brings its tile's residual
-  // and from where the TMA stores the outputs, in halves of 64 columns (128-byte rows, 128-byte
-  // swizzle); a warp writes and reads it with stmatrix / ldmatrix in the accumulators' layout.
-  static constexpr bool kStagedOut = kStagedOut_;
-  static constexpr int kStagingBytes = kStagedOut ? 2 * kBM * kBN * 2 : 0;  // both warpgroups'
+  // Staged output (ping-pong, NPQK out of the operands' type; consume_tiles_pingpong's
+  // store_staged): each consumer warpgroup has kStagedBoxes boxes of 128 rows x 128 bytes of shared
+  // memory (16 KB each, 128-byte swizzle), where the TMA brings its tile's residual and from where
+  // the TMA stores the outputs, a pass at a time: with two boxes, 128 bf16 columns (the whole tile)
+  // or 64 fp32 columns (half of it); with one box, half or a quarter.
+  static constexpr int kStagedBoxes = kStagedBoxes_;
+  static constexpr bool kStagedOut = kStagedBoxes > 0;
+  static constexpr int kBoxCols = 128 / int(sizeof(T));  // a box's columns: 64 bf16, 32 fp32
+  static constexpr int kPassCols = kStagedOut ? kStagedBoxes * kBoxCols : kBN;
+  static constexpr int kPasses = kBN / kPassCols;                     // 1, 2 or 4
+  static constexpr int kStagingBytes = 2 * kStagedBoxes * kBM * 128;  // both warpgroups'
   static_assert(!kPingPong || (kProducerThreads_ == 128 &&
                                kProducerRegs * 128 + kConsumerRegs * 256 <= 65536),
                 "ping-pong: a producer warpgroup, and the register file's 64 K");
@@ -80,7 +85,9 @@ struct Config {
   static constexpr int kThreads = 128 * kConsumerWGs + kProducerThreads;
   static constexpr int kABytes = kBM * 128, kBBytes = kBN * 128;  // 128 bytes = kBK per row
   static constexpr int kStageBytes = kABytes + kBBytes;
-  static constexpr int kBiasFloats = 1024;  // the bias kept in shared memory for K up to this
+  // The bias kept in shared memory for K up to this (the staged tiling keeps less, to make room for
+  // its 5th and 6th stages).
+  static constexpr int kBiasFloats = kStagedOut ? 256 : 1024;
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kStagingBytes +
                                        (2 * kStages + 4) * sizeof(uint64_t) +
                                        kBiasFloats * sizeof(float) + 1024 /* alignment */;
@@ -93,8 +100,8 @@ struct Config {
           : 1;
   static_assert(kBN == 64 || kBN == 128 || kBN == 256, "wgmma m64n64, m64n128 or m64n256");
   static_assert(!kPingPong || kBN <= 128, "a ping-pong warpgroup holds a whole tile's sums");
-  static_assert(!kStagedOut || (kPingPong && kBN == 128 && std::is_same_v<T, bf16>),
-                "staged output: the ping-pong bf16 tiling, two 64-column halves");
+  static_assert(!kStagedOut || (kPingPong && kBN == 128 && kStagedBoxes <= 2),
+                "staged output: the ping-pong tiling of 128 filters, one or two boxes");
   static_assert(std::is_same_v<T, bf16> || std::is_same_v<T, float>, "bf16 or TF32 operands");
   static_assert(kBM == 64 * kConsumerWGs, "one m64 row block per consumer warpgroup");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
@@ -121,7 +128,8 @@ struct Stages {
         turn(empty + C::kStages),
         res_full(turn + 2),
         bias(reinterpret_cast<float*>(res_full + 2)) {}
-  // Warpgroup wg's staging tile (kStagedOut): two halves of 128 rows x 128 bytes, 1024-aligned.
+  // Warpgroup wg's staging tile (kStagedOut): kStagedBoxes boxes of 128 rows x 128 bytes,
+  // 1024-aligned.
   __device__ uint8_t* staging(int wg) const {
     return base + C::kStages * C::kStageBytes + wg * (C::kStagingBytes / 2);
   }
@@ -574,68 +582,129 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
   }
 }
 
-// The staged epilogue of a ping-pong warpgroup's 128 x 128 tile (C::kStagedOut: bf16 NPQK out,
-// K % 8 == 0, y and the residual 16-byte aligned): bias, residual and ReLU added in registers,
-// the bf16 results written to the warpgroup's staging tile by stmatrix (4 8 x 8 matrices a warp at
-// once, in the accumulators' own layout) and stored by two TMA copies, one per 64-column half
-// (rows past M and columns past K are clipped by the copy). The residual tile, brought into the
-// same staging tile by the TMA while the main loop ran (res_full), is read by ldmatrix in the same
-// layout. In place of a 16-byte load and store per 8 outputs and the shuffles that gather them
-// (store_registers), a warp spends one ldmatrix and one stmatrix per 16 x 16 outputs: fewer
-// instructions beside the other warpgroup's main loop. Warp w4's rows of row block h are 64 h +
-// 16 w4 .. + 15; for the 16 columns 16 p .. 16 p + 15, lane l names row (l / 8) % 2 * 8 + l % 8
-// and 16-byte chunk 2 p + l / 16 of them (matrix l / 8), and receives or gives, in register q,
-// row l / 4 + 8 (q % 2), columns 16 p + 8 (q / 2) + 2 (l % 4) and + 1: the accumulators
-// d[h][4 (2 p + q / 2) + 2 (q % 2) + {0, 1}].
+// The staged epilogue of a ping-pong warpgroup's 128 x 128 tile (C::kStagedOut: NPQK out in the
+// operands' type, K a multiple of 8 bf16 or 4 fp32, y and the residual 16-byte aligned): bias,
+// residual and ReLU added in registers, the results written to the warpgroup's staging tile and
+// stored by one TMA copy per box (rows past M and columns past K are clipped by the copy). The
+// launcher gives each warpgroup one box (C::kStagedBoxes = 1), so a tile goes out in passes of 64
+// bf16 or 32 fp32 columns; the 16 KB this saves per warpgroup is two more pipeline stages.
+// The residual's boxes, brought into the same staging tile by the TMA (res_full), are read in the
+// same layout before being overwritten. In place of the register epilogue's loads, shuffles and
+// stores to global memory, a warp spends a few shared-memory instructions: fewer instructions
+// beside the other warpgroup's main loop.
+// bf16: stmatrix and ldmatrix, 4 8 x 8 matrices a warp at once
+// in the accumulators' own layout. Warp w4's rows of row block h are 64 h + 16 w4 .. + 15; for the
+// 16 columns 16 p .. 16 p + 15, lane l names row (l / 8) % 2 * 8 + l % 8 and 16-byte chunk 2 p +
+// l / 16 of them (matrix l / 8), and receives or gives, in register q, row l / 4 + 8 (q % 2),
+// columns 16 p + 8 (q / 2) + 2 (l % 4) and + 1: the accumulators d[h][4 (2 p + q / 2) + 2 (q % 2)
+// + {0, 1}].
+// fp32 (the TF32 network): each
+// register pair is one 8-byte shared load (the residual) and store, rounded to TF32 as
+// nhwc::store_pair does. Lane (gq, tq) writes row gq (+ 8) at columns 8 j + 2 tq, + 1: 16-byte
+// chunk 2 (j % 4) + tq / 2 of the row, whose swizzle (the chunk XOR row % 8 = gq) spreads a warp's
+// 8 rows over all 32 banks: 256 bytes in two wavefronts, no conflict. Between the passes the
+// previous pass's store must have read the staging tile before the next one's residual may land
+// there (its latency is spent beside the other warpgroup's main loop). n: the warpgroup's tile
+// count so far (res_full completes once per pass).
 template <class C, class Op>
 __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op, bool relu,
                                              const Stages<C>& sm, int wg, int m0, int k0,
-                                             const float (&d)[2][C::kBN / 2], bool residual,
-                                             uint32_t res_phase, const CUtensorMap* map_y) {
+                                             const float (&d)[2][C::kBN / 2], bool residual, int n,
+                                             const CUtensorMap* map_y, const CUtensorMap* map_r) {
   using namespace day04::wgmma;
   const int tid = threadIdx.x % 128, lane = tid % 32, w4 = tid / 32, tq = lane % 4;
   uint8_t* const stage = sm.staging(wg);
+  constexpr int kBox = C::kBM * 128;  // bytes per box
   // The tile is free (the previous store has read it: its issuing thread waited at the main
-  // loop's start) and, with a residual, holds it.
+  // loop's start) and, with a residual, holds pass 0's.
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
-  if (residual) mbar_wait(&sm.res_full[wg], res_phase);
-  const int mi = lane / 8;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = 64 * h + 16 * w4 + (mi % 2) * 8 + lane % 8;
-#pragma unroll
-    for (int p = 0; p < C::kBN / 16; ++p) {
-      const int chunk = 2 * p + mi / 2;  // 0 .. 15: the half chunk / 8, chunk % 8 inside it
-      uint8_t* const addr =
-          stage + (chunk / 8) * (C::kBM * 128) + row * 128 + (((chunk % 8) ^ (row % 8)) << 4);
-      uint32_t res[4] = {0, 0, 0, 0};
-      if (residual) day04::mma::ldmatrix_x4(res, addr);
-      uint32_t out[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int j = 2 * p + q / 2, col = 8 * j + 2 * tq;
-        const int k = k0 + col;
-        float v0 = d[h][4 * j + 2 * (q % 2)], v1 = d[h][4 * j + 2 * (q % 2) + 1];
-        if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
+  for (int pass = 0; pass < C::kPasses; ++pass) {
+    const int kp = k0 + pass * C::kPassCols;  // this pass's first column
+    if (pass > 0) {
+      // The previous pass's store has read the staging tile: this pass's residual may land.
+      if (tid == 0) {
+        bulk_wait_read_all();
         if (residual) {
-          const __nv_bfloat162 r2 = *reinterpret_cast<const __nv_bfloat162*>(&res[q]);
-          v0 += __low2float(r2), v1 += __high2float(r2);
+          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * kBox);
+#pragma unroll
+          for (int b = 0; b < C::kStagedBoxes; ++b) {
+            tma_load_2d(stage + b * kBox, map_r, kp + b * C::kBoxCols, m0, &sm.res_full[wg]);
+          }
         }
-        if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-        const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
-        out[q] = *reinterpret_cast<const uint32_t*>(&o2);
       }
-      day04::mma::stmatrix_x4(addr, out);
+      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
     }
-  }
-  // Every warp's writes, then one thread's copies (the TMA reads shared memory through the async
-  // proxy).
-  fence_proxy_async_smem();
-  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
-  if (tid == 0) {
-    tma_store_2d(map_y, stage, k0, m0);
-    tma_store_2d(map_y, stage + C::kBM * 128, k0 + 64, m0);
-    bulk_commit();
+    if (residual) mbar_wait(&sm.res_full[wg], uint32_t(n * C::kPasses + pass) & 1);
+    if constexpr (std::is_same_v<typename C::T, bf16>) {
+      const int mi = lane / 8;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 64 * h + 16 * w4 + (mi % 2) * 8 + lane % 8;
+#pragma unroll
+        for (int p = 0; p < C::kPassCols / 16; ++p) {
+          const int chunk = 2 * p + mi / 2;  // in the pass: the box chunk / 8, chunk % 8 inside it
+          uint8_t* const addr = stage + (chunk / 8) * kBox + swizzle128(row, chunk % 8);
+          uint32_t res[4] = {0, 0, 0, 0};
+          if (residual) day04::mma::ldmatrix_x4(res, addr);
+          uint32_t out[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int jp = 2 * p + q / 2, j = pass * (C::kPassCols / 8) + jp;
+            const int k = kp + 8 * jp + 2 * tq;
+            float v0 = d[h][4 * j + 2 * (q % 2)], v1 = d[h][4 * j + 2 * (q % 2) + 1];
+            if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
+            if (residual) {
+              const __nv_bfloat162 r2 = *reinterpret_cast<const __nv_bfloat162*>(&res[q]);
+              v0 += __low2float(r2), v1 += __high2float(r2);
+            }
+            if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+            const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
+            out[q] = *reinterpret_cast<const uint32_t*>(&o2);
+          }
+          day04::mma::stmatrix_x4(addr, out);
+        }
+      }
+    } else {
+      const int gq = lane / 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int jj = 0; jj < C::kPassCols / 8; ++jj) {  // this pass's groups of 8 columns
+          const int j = pass * (C::kPassCols / 8) + jj, col = 8 * jj + 2 * tq;
+          const int k = kp + col;
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const int row = 64 * h + 16 * w4 + gq + 8 * q;
+            uint8_t* const addr = stage + (col / C::kBoxCols) * kBox +
+                                  swizzle128(row, (col % C::kBoxCols) / 4) + 4 * (col % 4);
+            float v0 = d[h][4 * j + 2 * q], v1 = d[h][4 * j + 2 * q + 1];
+            if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
+            if (residual) {
+              const float2 r = *reinterpret_cast<const float2*>(addr);
+              v0 += r.x, v1 += r.y;
+            }
+            if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+            // Rounded to TF32, to nearest, as nhwc::store_pair (cvt leaves the low 13 bits
+            // unspecified: they are cleared).
+            v0 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v0)) & ~0x1FFFu);
+            v1 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v1)) & ~0x1FFFu);
+            *reinterpret_cast<float2*>(addr) = make_float2(v0, v1);
+          }
+        }
+      }
+    }
+    // Every warp's writes, then one thread's copies (the TMA reads shared memory through the
+    // async proxy).
+    fence_proxy_async_smem();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+    if (tid == 0) {
+#pragma unroll
+      for (int b = 0; b < C::kStagedBoxes; ++b) {
+        tma_store_2d(map_y, stage + b * kBox, kp + b * C::kBoxCols, m0);
+      }
+      bulk_commit();
+    }
   }
 }
 
@@ -648,7 +717,7 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
 // while the other's main loop keeps the tensor cores busy. The turns also keep the full barriers'
 // phases apart: every slab before tile j's was waited for before any of tile j's is.
 // Staged output (C::kStagedOut): map_y and map_r are this convolution's y and residual as
-// [M][K] bf16 maps in boxes of 128 rows x 64 columns (map_r unused without a residual).
+// [M][K] maps in boxes of 128 rows x 128 bytes (map_r unused without a residual).
 template <class C, class Y, bool kNpqk>
 __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
                                                        const ConvOperands<typename C::T, Y>& op_in,
@@ -672,15 +741,18 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
     // arrival on this warpgroup's turn barrier.
     if (j > 0) mbar_wait(&sm.turn[wg], (n - 1 + wg) & 1);
     if constexpr (C::kStagedOut) {
-      // This tile's residual into the staging tile while the main loop runs, once the previous
-      // tile's store (issued by this thread) has read it.
+      // This tile's residual (its first pass's) into the staging tile while the main loop runs,
+      // once the previous tile's store (issued by this thread) has read it.
       if (threadIdx.x % 128 == 0) {
         bulk_wait_read_all();
         if (op.residual != nullptr) {
           uint8_t* const stage = sm.staging(wg);
-          mbar_expect_tx(&sm.res_full[wg], 2 * C::kBM * 128);
-          tma_load_2d(stage, map_r, k0, m0, &sm.res_full[wg]);
-          tma_load_2d(stage + C::kBM * 128, map_r, k0 + 64, m0, &sm.res_full[wg]);
+          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * C::kBM * 128);
+#pragma unroll
+          for (int b = 0; b < C::kStagedBoxes; ++b) {
+            tma_load_2d(stage + b * C::kBM * 128, map_r, k0 + b * C::kBoxCols, m0,
+                        &sm.res_full[wg]);
+          }
         }
       }
     }
@@ -713,8 +785,7 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
     wait<0>();
     release((it - 1) % kStages);
     if constexpr (C::kStagedOut) {
-      store_staged<C>(g, op, relu, sm, wg, m0, k0, d, op.residual != nullptr, uint32_t(n & 1),
-                      map_y);
+      store_staged<C>(g, op, relu, sm, wg, m0, k0, d, op.residual != nullptr, n, map_y, map_r);
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

@@ -30,13 +30,14 @@
 namespace day08::tma_im2col {
 
 // The shared tiling with a one-warp producer, in bf16 (v10) or fp32 (v11).
-template <class T, int kBN, int kStages = 4, bool kPingPong = false, bool kStagedOut = false>
-using TmaConfig = wgmma_conv::Config<T, kBN, kPingPong ? 128 : 32, kStages, kPingPong, kStagedOut>;
+template <class T, int kBN, int kStages = 4, bool kPingPong = false, int kStagedBoxes = 0>
+using TmaConfig =
+    wgmma_conv::Config<T, kBN, kPingPong ? 128 : 32, kStages, kPingPong, kStagedBoxes>;
 
 // The im2col maps of x and the 2D maps of the weights, one each per convolution of the group.
 struct Maps {
   CUtensorMap x0, x1, w0, w1;
-  CUtensorMap y0, y1, r0, r1;  // the staged output's y and residual ([M][K], 128 x 64 boxes)
+  CUtensorMap y0, y1, r0, r1;  // the staged output's y and residual ([M][K], 128 x 128-byte boxes)
 };
 
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer forms, NPQK
@@ -199,13 +200,14 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   maps.w1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
   if constexpr (C::kStagedOut) {
-    // y and the residual as [M][K] bf16 matrices in boxes of 128 rows x 64 columns (128 bytes).
+    // y and the residual as [M][K] matrices in boxes of 128 rows x 128 bytes (C::kBoxCols).
     for (int i = 0; i < grp.count; ++i) {
       const auto& o = grp.op[i];
       CUtensorMap& y = i == 0 ? maps.y0 : maps.y1;
       CUtensorMap& r = i == 0 ? maps.r0 : maps.r1;
-      y = day04::make_tma_map_2d(o.y, g.M, s.k, C::kBM, 64);
-      r = o.residual != nullptr ? day04::make_tma_map_2d(o.residual, g.M, s.k, C::kBM, 64) : y;
+      y = day04::make_tma_map_2d(o.y, g.M, s.k, C::kBM, C::kBoxCols);
+      r = o.residual != nullptr ? day04::make_tma_map_2d(o.residual, g.M, s.k, C::kBM, C::kBoxCols)
+                                : y;
     }
     if (grp.count == 1) maps.y1 = maps.y0, maps.r1 = maps.r0;
   }
@@ -312,10 +314,14 @@ bool two_tiles_per_block(const char* name, const ConvShape& s, int group_count) 
 //    l2 0.0790 -> 0.0766 ms (bf16) and 0.136 -> 0.1255 (TF32). Not taken: the 1x1 shortcuts (1 to 4
 //    slabs: a main loop too short to hide an epilogue; 0.134 -> 0.154 ms in bf16) and in place of
 //    the 256-wide tiles (the network's l4 0.333 -> 0.357 ms in bf16, 0.611 -> 0.663 in TF32).
-//    In the fused bf16 form with K % 8 == 0 and aligned y and residual, the staged epilogue
-//    (store_staged): the residual in and the outputs out by the TMA through 32 KB of shared memory
-//    per warpgroup, in 4 stages instead of 6. Measured on an H100 (three builds in one run,
-//    results/h100/profiles.txt): the network's l2 0.459 -> 0.411 ms, its 3x3/2 0.117 -> 0.100.
+//    In the fused form with outputs of the operands' type (bf16, or fp32 for TF32), whole 16-byte
+//    rows and aligned y and residual, the staged epilogue (store_staged): the residual in and the
+//    outputs out by the TMA through one 16 KB box of shared memory per warpgroup, a pass of 64 bf16
+//    or 32 fp32 columns at a time, so that 6 stages still fit. Measured on an H100 with two boxes
+//    and 4 stages (three builds in one run, results/h100/profiles.txt): the network's l2 0.459 ->
+//    0.411 ms in bf16, its 3x3/2 0.117 -> 0.100. Then on an H200 (two rounds, results/h200/
+//    profiles.txt): TF32 staged, l2 0.762 -> 0.722 ms; one box and 6 stages in place of two boxes
+//    and 4: bf16 l2 0.383 -> 0.359 ms, TF32 0.722 -> 0.679.
 //  - in the fused layer form where C >= 128 and the tiles fill the GPU but give a block fewer than
 //    two, 128-wide tiles in 3 stages instead of 4: 101 KB of shared memory instead of 133, so two
 //    blocks share an SM and one block's epilogue runs under the other's main loop. Its registers
@@ -340,10 +346,11 @@ void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& g
   }
   const int num_slabs = s.r * s.s * gpu100::ceil_div(s.c, PingPong::kBK);
   if (num_slabs >= 8 && two_tiles_per_block<PingPong, Y, kNpqk>(name, s, grp.count)) {
-    if constexpr (kNpqk && std::is_same_v<T, __nv_bfloat16> && std::is_same_v<Y, __nv_bfloat16>) {
-      // bf16 NPQK out with whole 16-byte rows and aligned y and residual: the staged epilogue.
-      using Staged = TmaConfig<T, 128, 4, true, true>;
-      bool aligned = s.k % 8 == 0;
+    if constexpr (kNpqk && std::is_same_v<T, Y>) {
+      // NPQK out in the operands' type (bf16, or fp32 for TF32) with whole 16-byte rows and
+      // aligned y and residual: the staged epilogue.
+      using Staged = TmaConfig<T, 128, 6, true, 1>;
+      bool aligned = s.k % (16 / int(sizeof(Y))) == 0;
       for (int i = 0; i < grp.count; ++i) {
         aligned = aligned && gpu100::aligned16(grp.op[i].y) &&
                   (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
