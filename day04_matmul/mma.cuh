@@ -131,6 +131,11 @@ __device__ __forceinline__ uint32_t to_tf32(uint32_t bits) {
 #endif
   return out;
 }
+// An fp32 value as a TF32 layer reads it: rounded to nearest (to_tf32), the low 13 bits cleared
+// (cvt leaves them unspecified). Outputs that feed the next TF32 layer are stored this way.
+__device__ __forceinline__ float round_tf32(float v) {
+  return __uint_as_float(to_tf32(__float_as_uint(v)) & ~0x1FFFu);
+}
 
 // d += a * b for one 16 x 8 x 8 tile in TF32 (fp32 registers holding TF32 values), fp32
 // accumulators. a[0] = A[g][t], a[1] = A[g+8][t], a[2] = A[g][t+4], a[3] = A[g+8][t+4];

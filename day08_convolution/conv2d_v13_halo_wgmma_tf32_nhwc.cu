@@ -88,10 +88,7 @@ using halo_wgmma::Params;
 using halo_wgmma::tile_pos;
 using halo_wgmma::TilePos;
 
-// An output value as the next TF32 layer reads it: rounded to nearest (the low 13 bits cleared).
-__device__ __forceinline__ float round_tf32(float v) {
-  return __uint_as_float(day04::mma::to_tf32(__float_as_uint(v)) & ~0x1FFFu);
-}
+using day04::mma::round_tf32;  // an output value as the next TF32 layer reads it
 
 // kNpqk false: the day's variant, fp32 NKPQ out (+ bias); true: conv.hpp's fused form, fp32 NPQK
 // out (rounded to TF32) with bias, residual and ReLU. blockIdx.z picks the convolution of the

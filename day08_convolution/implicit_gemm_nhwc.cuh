@@ -94,10 +94,8 @@ __device__ __forceinline__ void store_pair(const Op& op, bool relu, int64_t m, i
     // Stored rounded to TF32 (to nearest): the next layer's copies bring these bits unchanged and
     // its tensor cores would otherwise truncate them, a bias toward zero that compounds layer
     // after layer (conv.hpp).
-    // (cvt leaves the low 13 bits unspecified: they are cleared.)
-    v0 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v0)) & ~0x1FFFu);
-    v1 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v1)) & ~0x1FFFu);
-    *reinterpret_cast<float2*>(op.y + o) = make_float2(v0, v1);
+    *reinterpret_cast<float2*>(op.y + o) =
+        make_float2(day04::mma::round_tf32(v0), day04::mma::round_tf32(v1));
   } else {
     *reinterpret_cast<__nv_bfloat162*>(op.y + o) = __floats2bfloat162_rn(v0, v1);
   }

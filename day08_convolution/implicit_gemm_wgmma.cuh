@@ -592,20 +592,19 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
 // same layout before being overwritten. In place of the register epilogue's loads, shuffles and
 // stores to global memory, a warp spends a few shared-memory instructions: fewer instructions
 // beside the other warpgroup's main loop.
-// bf16: stmatrix and ldmatrix, 4 8 x 8 matrices a warp at once
-// in the accumulators' own layout. Warp w4's rows of row block h are 64 h + 16 w4 .. + 15; for the
-// 16 columns 16 p .. 16 p + 15, lane l names row (l / 8) % 2 * 8 + l % 8 and 16-byte chunk 2 p +
+// bf16: stmatrix and ldmatrix, 4 8 x 8 matrices a warp at once in the accumulators' own layout.
+// Warp w4's rows of row block h are 64 h + 16 w4 .. + 15; for the pass's 16 columns 16 p ..
+// 16 p + 15, lane l names row (l / 8) % 2 * 8 + l % 8 and 16-byte chunk 2 p +
 // l / 16 of them (matrix l / 8), and receives or gives, in register q, row l / 4 + 8 (q % 2),
 // columns 16 p + 8 (q / 2) + 2 (l % 4) and + 1: the accumulators d[h][4 (2 p + q / 2) + 2 (q % 2)
 // + {0, 1}].
-// fp32 (the TF32 network): each
-// register pair is one 8-byte shared load (the residual) and store, rounded to TF32 as
-// nhwc::store_pair does. Lane (gq, tq) writes row gq (+ 8) at columns 8 j + 2 tq, + 1: 16-byte
-// chunk 2 (j % 4) + tq / 2 of the row, whose swizzle (the chunk XOR row % 8 = gq) spreads a warp's
-// 8 rows over all 32 banks: 256 bytes in two wavefronts, no conflict. Between the passes the
-// previous pass's store must have read the staging tile before the next one's residual may land
-// there (its latency is spent beside the other warpgroup's main loop). n: the warpgroup's tile
-// count so far (res_full completes once per pass).
+// fp32 (the TF32 network): each register pair is one 8-byte shared load (the residual) and store,
+// rounded to TF32 as nhwc::store_pair does. Lane (gq, tq) writes row gq (+ 8) at columns 8 j + 2
+// tq, + 1: 16-byte chunk 2 (j % 4) + tq / 2 of the row, whose swizzle (the chunk XOR row % 8 = gq)
+// spreads a warp's 8 rows over all 32 banks: 256 bytes in two wavefronts, no conflict. Between the
+// passes the previous pass's store must have read the staging tile before the next one's residual
+// may land there (its latency is spent beside the other warpgroup's main loop). n: the warpgroup's
+// tile count so far (res_full completes once per pass).
 template <class C, class Op>
 __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op, bool relu,
                                              const Stages<C>& sm, int wg, int m0, int k0,
@@ -685,11 +684,9 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
               v0 += r.x, v1 += r.y;
             }
             if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-            // Rounded to TF32, to nearest, as nhwc::store_pair (cvt leaves the low 13 bits
-            // unspecified: they are cleared).
-            v0 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v0)) & ~0x1FFFu);
-            v1 = __uint_as_float(day04::mma::to_tf32(__float_as_uint(v1)) & ~0x1FFFu);
-            *reinterpret_cast<float2*>(addr) = make_float2(v0, v1);
+            // Rounded to TF32, to nearest, as nhwc::store_pair.
+            *reinterpret_cast<float2*>(addr) =
+                make_float2(day04::mma::round_tf32(v0), day04::mma::round_tf32(v1));
           }
         }
       }

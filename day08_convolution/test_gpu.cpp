@@ -952,10 +952,11 @@ TEST_CASE("v10 and v11 ping-pong: two or more 128-filter tiles per block match t
 
 TEST_CASE("v10 and v11 with more filters than the shared-memory bias holds (K > 1024)", "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v10's and v11's fused form");
-  // The consumers copy the bias into shared memory for K up to 1024 filters; past that the
-  // epilogue reads it from global memory. Each tiling on that path: cluster split-K (9 tiles of
-  // 128 filters, the last of 8), 256-wide tiles (K = 1280) and ping-pong tiles (K = 1152, 288
-  // tiles of 18 slabs); the fused form in both precisions, then the day's form at the last shape.
+  // The consumers copy the bias into shared memory for K up to 1024 filters (256 in the staged
+  // ping-pong tiling); past that the epilogue reads it from global memory. Each tiling on that
+  // path: cluster split-K (9 tiles of 128 filters, the last of 8), 256-wide tiles (K = 1280) and
+  // ping-pong tiles (K = 1152, 288 tiles of 18 slabs); the fused form in both precisions, then the
+  // day's form at the last shape.
   const auto mode = day08::SplitKMode::kCluster;
   const day08::ConvShape few = make(1, 64, 9, 11, 1032, 3, 3, 1, 1);
   const day08::ConvShape wide = make(2, 64, 33, 35, 1280, 3, 3, 1, 1);

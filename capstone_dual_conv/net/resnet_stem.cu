@@ -195,7 +195,7 @@ __device__ __forceinline__ bf16 from_float<bf16>(float v) {
 }
 template <>
 __device__ __forceinline__ float from_float<float>(float v) {
-  return __uint_as_float(mma::to_tf32(__float_as_uint(v)) & ~0x1FFFu);
+  return mma::round_tf32(v);
 }
 
 // A lane's 32 bytes of one pass: its channel pairs, packed in the output type. In bf16 word jl is
