@@ -321,7 +321,10 @@ bool two_tiles_per_block(const char* name, const ConvShape& s, int group_count) 
 //    and 4 stages (three builds in one run, results/h100/profiles.txt): the network's l2 0.459 ->
 //    0.411 ms in bf16, its 3x3/2 0.117 -> 0.100. Then on an H200 (two rounds, results/h200/
 //    profiles.txt): TF32 staged, l2 0.762 -> 0.722 ms; one box and 6 stages in place of two boxes
-//    and 4: bf16 l2 0.383 -> 0.359 ms, TF32 0.722 -> 0.679.
+//    and 4: bf16 l2 0.383 -> 0.359 ms, TF32 0.722 -> 0.679. In bf16 the staged tiles come before
+//    the 256-wide ones where both would run (the network's l3): l3 0.396 -> 0.350 ms on an H200,
+//    the graphed network at N = 32 5% faster, its two streams level. TF32 keeps the 256-wide tiles
+//    there: the staged ones made its l3 5% faster but the two-stream network 2% slower.
 //  - in the fused layer form where C >= 128 and the tiles fill the GPU but give a block fewer than
 //    two, 128-wide tiles in 3 stages instead of 4: 101 KB of shared memory instead of 133, so two
 //    blocks share an SM and one block's epilogue runs under the other's main loop. Its registers
@@ -336,30 +339,37 @@ void launch_for_k(const char* name, const ConvShape& s, const ConvGroup<T, Y>& g
                   cudaStream_t stream, SplitKMode mode) {
   using Wide = TmaConfig<T, 256>;
   using PingPong = TmaConfig<T, 128, 6, true>;
+  using Staged = TmaConfig<T, 128, 6, true, 1>;
   if (s.k <= 64) {
     launch<TmaConfig<T, 64>, Y, kNpqk>(name, s, grp, stream, mode);
     return;
   }
-  if (s.k % 256 == 0 && fills_half_the_gpu<Wide, Y, kNpqk>(name, s, grp.count)) {
+  const int num_slabs = s.r * s.s * gpu100::ceil_div(s.c, PingPong::kBK);
+  const bool pingpong =
+      num_slabs >= 8 && two_tiles_per_block<PingPong, Y, kNpqk>(name, s, grp.count);
+  // The staged epilogue: NPQK out in the operands' type (bf16, or fp32 for TF32) with whole
+  // 16-byte rows and aligned y and residual.
+  bool staged = false;
+  if constexpr (kNpqk && std::is_same_v<T, Y>) {
+    staged = pingpong && s.k % (16 / int(sizeof(Y))) == 0;
+    for (int i = 0; i < grp.count; ++i) {
+      staged = staged && gpu100::aligned16(grp.op[i].y) &&
+               (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
+    }
+  }
+  // bf16 takes the staged tiles before the 256-wide ones where both run (the network's l3).
+  const bool staged_first = staged && std::is_same_v<T, __nv_bfloat16>;
+  if (s.k % 256 == 0 && !staged_first && fills_half_the_gpu<Wide, Y, kNpqk>(name, s, grp.count)) {
     launch<Wide, Y, kNpqk>(name, s, grp, stream, mode);
     return;
   }
-  const int num_slabs = s.r * s.s * gpu100::ceil_div(s.c, PingPong::kBK);
-  if (num_slabs >= 8 && two_tiles_per_block<PingPong, Y, kNpqk>(name, s, grp.count)) {
-    if constexpr (kNpqk && std::is_same_v<T, Y>) {
-      // NPQK out in the operands' type (bf16, or fp32 for TF32) with whole 16-byte rows and
-      // aligned y and residual: the staged epilogue.
-      using Staged = TmaConfig<T, 128, 6, true, 1>;
-      bool aligned = s.k % (16 / int(sizeof(Y))) == 0;
-      for (int i = 0; i < grp.count; ++i) {
-        aligned = aligned && gpu100::aligned16(grp.op[i].y) &&
-                  (grp.op[i].residual == nullptr || gpu100::aligned16(grp.op[i].residual));
-      }
-      if (aligned) {
-        launch<Staged, Y, kNpqk>(name, s, grp, stream, mode);
-        return;
-      }
+  if constexpr (kNpqk && std::is_same_v<T, Y>) {
+    if (staged) {
+      launch<Staged, Y, kNpqk>(name, s, grp, stream, mode);
+      return;
     }
+  }
+  if (pingpong) {
     launch<PingPong, Y, kNpqk>(name, s, grp, stream, mode);
     return;
   }
