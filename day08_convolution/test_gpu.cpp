@@ -938,16 +938,21 @@ TEST_CASE("v10 and v11 ping-pong: two or more 128-filter tiles per block match t
   // (18 slabs, the last of each tap partly zero-filled) with K = 192 (the second filter tile half
   // empty): 270 tiles over 132 blocks, so in six blocks warpgroup 0 runs two tiles and warpgroup 1
   // one; the day's fp32 NKPQ form, then the fused form. And the network's 3x3/2 shape with C = 64
-  // (9 slabs, 144 tiles each) in a group of two, fused. Bias alone or with residual and ReLU in
-  // turn; a second call must give the same bits.
+  // (9 slabs, 144 tiles each) in a group of two, fused. Then K = 256 over 272 tiles of 128 x 128,
+  // where the 256-wide tiles would also run: the fused bf16 form takes the staged ping-pong tiles
+  // there, TF32 the 256-wide ones. Bias alone or with residual and ReLU in turn; a second call must
+  // give the same bits.
   const day08::ConvShape a = make(2, 72, 97, 89, 192, 3, 3, 1, 1);
   const day08::ConvShape b = make(8, 64, 97, 93, 128, 3, 3, 2, 1);
+  const day08::ConvShape c = make(2, 64, 95, 91, 256, 3, 3, 1, 1);
   check_v10_v11({a}, 4000, true);
   const auto mode = day08::SplitKMode::kCluster;
   check_fused_split<__nv_bfloat16>(a, 4100, true, false, mode);
   check_fused_split<float>(a, 4200, false, false, mode);
   check_fused_split<__nv_bfloat16>(b, 4300, false, true, mode);
   check_fused_split<float>(b, 4400, true, true, mode);
+  check_fused_split<__nv_bfloat16>(c, 4450, true, false, mode);
+  check_fused_split<float>(c, 4460, true, false, mode);
 }
 
 TEST_CASE("v10 and v11 with more filters than the shared-memory bias holds (K > 1024)", "[gpu]") {
