@@ -208,6 +208,26 @@ __host__ __device__ inline SlabRange split_slabs(int num_slabs, int splits, int 
   return {num_slabs * split / splits, num_slabs * (split + 1) / splits};
 }
 
+// The staged ping-pong tiles' work units: whole 128-row tiles and, where the tiles' last wave
+// would keep at most half of the grid's blocks busy, that wave's tiles as two halves of 64 rows
+// each (the whole tiles first, so the halves are the last wave, on different blocks). The layer
+// then ends half a tile's time after the whole waves instead of a whole tile's: the network's l3
+// at N = 32 has 442 tiles on 132 blocks, 3 waves and 46 tiles, which become 92 halves.
+struct TileWalk {
+  int units;  // work units: whole tiles, then half tiles
+  int whole;  // the units below this are whole tiles
+};
+__host__ __device__ inline TileWalk tile_walk(int tiles, int grid) {
+  const int tail = tiles % grid;
+  if (tiles > grid && tail > 0 && 2 * tail <= grid) return {tiles + tail, tiles - tail};
+  return {tiles, tiles};
+}
+// Unit `unit`'s tile, and which half: -1 for the whole tile, 0 or 1 for its rows 0-63 or 64-127.
+__host__ __device__ inline void unit_tile(const TileWalk& w, int unit, int& tile, int& half) {
+  tile = unit < w.whole ? unit : w.whole + (unit - w.whole) / 2;
+  half = unit < w.whole ? -1 : (unit - w.whole) % 2;
+}
+
 // A cluster split's parked tile (kCluster): the 128 x kBN fp32 sums of one CTA's slab range, in
 // its stage memory (free once its last slab is consumed; see consume_tiles). Two planes, one per
 // half of each 8-filter group: plane p (0 or 1) holds filters 8 o + 4 p .. 8 o + 4 p + 3 of every
@@ -609,11 +629,15 @@ template <class C, class Op>
 __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op, bool relu,
                                              const Stages<C>& sm, int wg, int m0, int k0,
                                              const float (&d)[2][C::kBN / 2], bool residual, int n,
-                                             const CUtensorMap* map_y, const CUtensorMap* map_r) {
+                                             int half, const CUtensorMap* map_y,
+                                             const CUtensorMap* map_r) {
   using namespace day04::wgmma;
   const int tid = threadIdx.x % 128, lane = tid % 32, w4 = tid / 32, tq = lane % 4;
   uint8_t* const stage = sm.staging(wg);
   constexpr int kBox = C::kBM * 128;  // bytes per box
+  // The maps' boxes are 64 rows (kBox / 2 bytes): two a staging box for a whole tile (rows 64 h
+  // from d[h]), one for a half tile (its rows 64 half, from d[0]).
+  const int h_begin = half < 0 ? 0 : half, h_end = half < 0 ? 2 : half + 1;
   // The tile is free (the previous store has read it: its issuing thread waited at the main
   // loop's start) and, with a residual, holds pass 0's.
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
@@ -625,10 +649,13 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
       if (tid == 0) {
         bulk_wait_read_all();
         if (residual) {
-          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * kBox);
+          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * (h_end - h_begin) * (kBox / 2));
 #pragma unroll
           for (int b = 0; b < C::kStagedBoxes; ++b) {
-            tma_load_2d(stage + b * kBox, map_r, kp + b * C::kBoxCols, m0, &sm.res_full[wg]);
+            for (int h = h_begin; h < h_end; ++h) {
+              tma_load_2d(stage + b * kBox + h * (kBox / 2), map_r, kp + b * C::kBoxCols,
+                          m0 + 64 * h, &sm.res_full[wg]);
+            }
           }
         }
       }
@@ -638,7 +665,9 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
     if constexpr (std::is_same_v<typename C::T, bf16>) {
       const int mi = lane / 8;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int hd = 0; hd < 2; ++hd) {  // hd: the accumulators d[hd], rows 64 h of the tile
+        if (half >= 0 && hd > 0) continue;
+        const int h = half < 0 ? hd : half;
         const int row = 64 * h + 16 * w4 + (mi % 2) * 8 + lane % 8;
 #pragma unroll
         for (int p = 0; p < C::kPassCols / 16; ++p) {
@@ -651,7 +680,7 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
           for (int q = 0; q < 4; ++q) {
             const int jp = 2 * p + q / 2, j = pass * (C::kPassCols / 8) + jp;
             const int k = kp + 8 * jp + 2 * tq;
-            float v0 = d[h][4 * j + 2 * (q % 2)], v1 = d[h][4 * j + 2 * (q % 2) + 1];
+            float v0 = d[hd][4 * j + 2 * (q % 2)], v1 = d[hd][4 * j + 2 * (q % 2) + 1];
             if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
             if (residual) {
               const __nv_bfloat162 r2 = *reinterpret_cast<const __nv_bfloat162*>(&res[q]);
@@ -667,7 +696,9 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
     } else {
       const int gq = lane / 4;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int hd = 0; hd < 2; ++hd) {  // as above
+        if (half >= 0 && hd > 0) continue;
+        const int h = half < 0 ? hd : half;
 #pragma unroll
         for (int jj = 0; jj < C::kPassCols / 8; ++jj) {  // this pass's groups of 8 columns
           const int j = pass * (C::kPassCols / 8) + jj, col = 8 * jj + 2 * tq;
@@ -677,7 +708,7 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
             const int row = 64 * h + 16 * w4 + gq + 8 * q;
             uint8_t* const addr = stage + (col / C::kBoxCols) * kBox +
                                   swizzle128(row, (col % C::kBoxCols) / 4) + 4 * (col % 4);
-            float v0 = d[h][4 * j + 2 * q], v1 = d[h][4 * j + 2 * q + 1];
+            float v0 = d[hd][4 * j + 2 * q], v1 = d[hd][4 * j + 2 * q + 1];
             if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
             if (residual) {
               const float2 r = *reinterpret_cast<const float2*>(addr);
@@ -698,11 +729,49 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
     if (tid == 0) {
 #pragma unroll
       for (int b = 0; b < C::kStagedBoxes; ++b) {
-        tma_store_2d(map_y, stage + b * kBox, kp + b * C::kBoxCols, m0);
+        for (int h = h_begin; h < h_end; ++h) {
+          tma_store_2d(map_y, stage + b * kBox + h * (kBox / 2), kp + b * C::kBoxCols, m0 + 64 * h);
+        }
       }
       bulk_commit();
     }
   }
+}
+
+// A ping-pong warpgroup's main loop over a tile's slabs, starting at the block's slab `it`:
+// kHalves = 2, a whole tile, both 64-row halves of each slab's A into d[0] and d[1]; kHalves = 1,
+// a half tile, the rows 64 a_half of A into d[0]. Then the other warpgroup's turn, and the last
+// multiplies waited for. Returns the slab count after the tile. A whole tile and a half tile run
+// separate copies of this loop: a multiply skipped inside one loop would make ptxas serialise
+// every wgmma of the kernel (its warning C7520).
+template <class C, int kHalves>
+__device__ __forceinline__ int pingpong_main_loop(const Stages<C>& sm, float (&d)[2][C::kBN / 2],
+                                                  int it, int num_slabs, int a_half, int wg,
+                                                  int lane) {
+  using namespace day04::wgmma;
+  for (int t = 0; t < num_slabs; ++t, ++it) {
+    const int st = it % C::kStages;
+    mbar_wait(&sm.full[st], (it / C::kStages) & 1);
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        const int rows = kHalves == 2 ? h : a_half;
+        const uint64_t da = make_desc(sm.a(st) + rows * 64 * 128 + kk * 32, 16, 1024);
+        wgmma_kstep<typename C::T, C::kBN>(d[h], da, db);
+      }
+    }
+    commit();
+    wait<1>();
+    if (t > 0) release_stage(sm, (it - 1) % C::kStages, lane);
+  }
+  // Every multiply of the tile is issued: the other warpgroup may start its next tile's.
+  __syncwarp();
+  if (lane == 0) mbar_arrive(&sm.turn[1 - wg]);
+  wait<0>();
+  return it;
 }
 
 // Ping-pong consumers (C::kPingPong): the block's tiles are its j-th (blockIdx.x + j gridDim.x),
@@ -714,7 +783,7 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
 // while the other's main loop keeps the tensor cores busy. The turns also keep the full barriers'
 // phases apart: every slab before tile j's was waited for before any of tile j's is.
 // Staged output (C::kStagedOut): map_y and map_r are this convolution's y and residual as
-// [M][K] maps in boxes of 128 rows x 128 bytes (map_r unused without a residual).
+// [M][K] maps in boxes of 64 rows x 128 bytes (map_r unused without a residual).
 template <class C, class Y, bool kNpqk>
 __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
                                                        const ConvOperands<typename C::T, Y>& op_in,
@@ -730,8 +799,11 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
   auto release = [&](int st) { release_stage(sm, st, lane); };
   const int tiles = tiles_m * tiles_n;
   const bool octets = octets_ok<Y, kNpqk>(g, op);
-  for (int j = wg, n = 0; blockIdx.x + int64_t(j) * gridDim.x < tiles; j += 2, ++n) {
-    const int tile = blockIdx.x + j * gridDim.x;
+  // Whole tiles and, with the staged output, the last wave's halves (tile_walk).
+  const TileWalk walk = C::kStagedOut ? tile_walk(tiles, gridDim.x) : TileWalk{tiles, tiles};
+  for (int j = wg, n = 0; blockIdx.x + int64_t(j) * gridDim.x < walk.units; j += 2, ++n) {
+    int tile, half;
+    unit_tile(walk, blockIdx.x + j * gridDim.x, tile, half);
     const int m_tile = tile / tiles_n;
     const int m0 = m_tile * C::kBM, k0 = (tile - m_tile * tiles_n) * kBN;
     // Tile j - 1's multiplies are issued: the other warpgroup's n-th (wg 1) or n - 1-th (wg 0)
@@ -744,11 +816,14 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
         bulk_wait_read_all();
         if (op.residual != nullptr) {
           uint8_t* const stage = sm.staging(wg);
-          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * C::kBM * 128);
+          const int h_begin = half < 0 ? 0 : half, h_end = half < 0 ? 2 : half + 1;
+          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * (h_end - h_begin) * 64 * 128);
 #pragma unroll
           for (int b = 0; b < C::kStagedBoxes; ++b) {
-            tma_load_2d(stage + b * C::kBM * 128, map_r, k0 + b * C::kBoxCols, m0,
-                        &sm.res_full[wg]);
+            for (int h = h_begin; h < h_end; ++h) {
+              tma_load_2d(stage + b * C::kBM * 128 + h * 64 * 128, map_r, k0 + b * C::kBoxCols,
+                          m0 + 64 * h, &sm.res_full[wg]);
+            }
           }
         }
       }
@@ -759,30 +834,15 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
 #pragma unroll
       for (int i = 0; i < kHalf; ++i) d[h][i] = 0.f;
     int it = j * num_slabs;
-    for (int t = 0; t < num_slabs; ++t, ++it) {
-      const int st = it % kStages;
-      mbar_wait(&sm.full[st], (it / kStages) & 1);
-      fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint64_t da = make_desc(sm.a(st) + h * 64 * 128 + kk * 32, 16, 1024);
-          wgmma_kstep<typename C::T, kBN>(d[h], da, db);
-        }
-      }
-      commit();
-      wait<1>();
-      if (t > 0) release((it - 1) % kStages);
+    if (!C::kStagedOut || half < 0) {
+      it = pingpong_main_loop<C, 2>(sm, d, it, num_slabs, 0, wg, lane);
+    } else {
+      it = pingpong_main_loop<C, 1>(sm, d, it, num_slabs, half, wg, lane);
     }
-    // Every multiply of tile j is issued: the other warpgroup may start tile j + 1's.
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.turn[1 - wg]);
-    wait<0>();
     release((it - 1) % kStages);
     if constexpr (C::kStagedOut) {
-      store_staged<C>(g, op, relu, sm, wg, m0, k0, d, op.residual != nullptr, n, map_y, map_r);
+      store_staged<C>(g, op, relu, sm, wg, m0, k0, d, op.residual != nullptr, n, half, map_y,
+                      map_r);
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
