@@ -12,6 +12,7 @@
 #include "common/half.hpp"
 #include "common/random.hpp"
 #include "conv_day.hpp"
+#include "tile_walk.hpp"
 
 TEST_CASE("conv1d_cpu matches hand-computed values with zero padding", "[cpu]") {
   const std::vector<float> x = {1, 2, 3, 4, 5};
@@ -284,4 +285,37 @@ TEST_CASE("FLOP and byte counts of the ResNet layer", "[cpu]") {
           Catch::Approx(2.0 * (64.0 * 64 * 56 * 56 + 64 * 64 * 9) + 4.0 * 64 * 64 * 56 * 56));
   REQUIRE(day08::conv2d_bytes_bf16(s, false, true) ==
           Catch::Approx(2.0 * (64.0 * 64 * 56 * 56 * 2 + 64 * 64 * 9)));
+}
+
+TEST_CASE("the staged tiles' walk covers every tile's rows once, its halves in one last wave",
+          "[cpu]") {
+  // tile_walk / unit_tile (tile_walk.hpp), which v10's and v11's producer and consumers share: for
+  // tile counts around whole waves of the persistent grid, each tile's 128 rows are covered once
+  // (whole, or as its two halves), halves exist only where the last wave would fill at most half
+  // of the grid, and then they all fit in one wave after the whole tiles.
+  for (int grid : {1, 2, 3, 7, 64, 66, 131, 132}) {
+    for (int tiles = 1; tiles <= 5 * grid + 3; ++tiles) {
+      const day08::wgmma_conv::TileWalk w = day08::wgmma_conv::tile_walk(tiles, grid);
+      std::vector<int> rows(size_t(tiles), 0);  // bit 0: rows 0-63, bit 1: rows 64-127
+      bool twice = false;
+      for (int unit = 0; unit < w.units; ++unit) {
+        int tile = -2, half = -2;
+        day08::wgmma_conv::unit_tile(w, unit, tile, half);
+        REQUIRE(tile >= 0);
+        REQUIRE(tile < tiles);
+        REQUIRE((unit < w.whole ? half == -1 : (half == 0 || half == 1)));
+        const int bits = half < 0 ? 3 : 1 << half;
+        twice = twice || (rows[size_t(tile)] & bits) != 0;
+        rows[size_t(tile)] |= bits;
+      }
+      INFO("tiles " << tiles << " on " << grid << " blocks");
+      CHECK_FALSE(twice);
+      CHECK(std::all_of(rows.begin(), rows.end(), [](int r) { return r == 3; }));
+      const int tail = tiles % grid;
+      const bool halves = tiles > grid && tail > 0 && 2 * tail <= grid;
+      CHECK(w.units - w.whole == (halves ? 2 * tail : 0));
+      CHECK(w.units - w.whole <= grid);
+      CHECK(w.whole == (halves ? tiles - tail : tiles));
+    }
+  }
 }
