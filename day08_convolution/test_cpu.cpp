@@ -299,12 +299,12 @@ TEST_CASE("the staged tiles' walk covers every tile's rows once, its halves in o
       std::vector<int> rows(size_t(tiles), 0);  // bit 0: rows 0-63, bit 1: rows 64-127
       bool twice = false;
       for (int unit = 0; unit < w.units; ++unit) {
-        int tile = -2, half = -2;
-        day08::wgmma_conv::unit_tile(w, unit, tile, half);
+        int tile = -2, part = -2;
+        day08::wgmma_conv::unit_tile(w, unit, tile, part);
         REQUIRE(tile >= 0);
         REQUIRE(tile < tiles);
-        REQUIRE((unit < w.whole ? half == -1 : (half == 0 || half == 1)));
-        const int bits = half < 0 ? 3 : 1 << half;
+        REQUIRE((unit < w.whole ? part == -1 : (part == 0 || part == 1)));
+        const int bits = part < 0 ? 3 : 1 << part;
         twice = twice || (rows[size_t(tile)] & bits) != 0;
         rows[size_t(tile)] |= bits;
       }

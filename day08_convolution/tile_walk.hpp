@@ -19,10 +19,11 @@ __host__ __device__ inline TileWalk tile_walk(int tiles, int grid) {
   if (tiles > grid && tail > 0 && 2 * tail <= grid) return {tiles + tail, tiles - tail};
   return {tiles, tiles};
 }
-// Unit `unit`'s tile, and which half: -1 for the whole tile, 0 or 1 for its rows 0-63 or 64-127.
-__host__ __device__ inline void unit_tile(const TileWalk& w, int unit, int& tile, int& half) {
+// Unit `unit`'s tile, and which part of it: -1 for the whole tile, 0 or 1 for its rows 0-63 or
+// 64-127.
+__host__ __device__ inline void unit_tile(const TileWalk& w, int unit, int& tile, int& part) {
   tile = unit < w.whole ? unit : w.whole + (unit - w.whole) / 2;
-  half = unit < w.whole ? -1 : (unit - w.whole) % 2;
+  part = unit < w.whole ? -1 : (unit - w.whole) % 2;
 }
 
 }  // namespace day08::wgmma_conv
