@@ -75,7 +75,13 @@ struct Config {
   // or 64 fp32 columns (half of it); with one box, half or a quarter.
   static constexpr int kStagedBoxes = kStagedBoxes_;
   static constexpr bool kStagedOut = kStagedBoxes > 0;
-  static constexpr int kBoxCols = 128 / int(sizeof(T));  // a box's columns: 64 bf16, 32 fp32
+  // Half tiles (tile_walk.hpp): a last wave that would fill at most half of the grid runs as
+  // 64-row halves, and y and the residual move in 64-row boxes. bf16 only: TF32's staged tiles run
+  // at the network's l2, which has no such wave, and carrying the half path made that layer 3%
+  // slower (more code for the warps to fetch).
+  static constexpr bool kHalfTiles = kStagedOut && std::is_same_v<T, __nv_bfloat16>;
+  static constexpr int kOutBoxRows = kHalfTiles ? 64 : kBM;  // rows of a y / residual box
+  static constexpr int kBoxCols = 128 / int(sizeof(T));      // a box's columns: 64 bf16, 32 fp32
   static constexpr int kPassCols = kStagedOut ? kStagedBoxes * kBoxCols : kBN;
   static constexpr int kPasses = kBN / kPassCols;                     // 1, 2 or 4
   static constexpr int kStagingBytes = 2 * kStagedBoxes * kBM * 128;  // both warpgroups'
@@ -616,9 +622,10 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
   const int tid = threadIdx.x % 128, lane = tid % 32, w4 = tid / 32, tq = lane % 4;
   uint8_t* const stage = sm.staging(wg);
   constexpr int kBox = C::kBM * 128;  // bytes per box
-  // The maps' boxes are 64 rows (kBox / 2 bytes): two a staging box for a whole tile (rows 64 h
-  // from d[h]), one for a half tile (its rows 64 half, from d[0]).
-  const int h_begin = half < 0 ? 0 : half, h_end = half < 0 ? 2 : half + 1;
+  // The maps' boxes are kRows rows: kBM / kRows of them a staging box for a whole tile (whose
+  // rows 64 h come from d[h]), one for a half tile (kRows = 64: its rows 64 half, from d[0]).
+  constexpr int kRows = C::kOutBoxRows;
+  const int h_begin = half < 0 ? 0 : half, h_end = half < 0 ? C::kBM / kRows : half + 1;
   // The tile is free (the previous store has read it: its issuing thread waited at the main
   // loop's start) and, with a residual, holds pass 0's.
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
@@ -630,12 +637,12 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
       if (tid == 0) {
         bulk_wait_read_all();
         if (residual) {
-          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * (h_end - h_begin) * (kBox / 2));
+          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * (h_end - h_begin) * kRows * 128);
 #pragma unroll
           for (int b = 0; b < C::kStagedBoxes; ++b) {
             for (int h = h_begin; h < h_end; ++h) {
-              tma_load_2d(stage + b * kBox + h * (kBox / 2), map_r, kp + b * C::kBoxCols,
-                          m0 + 64 * h, &sm.res_full[wg]);
+              tma_load_2d(stage + b * kBox + h * kRows * 128, map_r, kp + b * C::kBoxCols,
+                          m0 + kRows * h, &sm.res_full[wg]);
             }
           }
         }
@@ -711,7 +718,8 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
 #pragma unroll
       for (int b = 0; b < C::kStagedBoxes; ++b) {
         for (int h = h_begin; h < h_end; ++h) {
-          tma_store_2d(map_y, stage + b * kBox + h * (kBox / 2), kp + b * C::kBoxCols, m0 + 64 * h);
+          tma_store_2d(map_y, stage + b * kBox + h * kRows * 128, kp + b * C::kBoxCols,
+                       m0 + kRows * h);
         }
       }
       bulk_commit();
@@ -764,7 +772,7 @@ __device__ __forceinline__ int pingpong_main_loop(const Stages<C>& sm, float (&d
 // while the other's main loop keeps the tensor cores busy. The turns also keep the full barriers'
 // phases apart: every slab before tile j's was waited for before any of tile j's is.
 // Staged output (C::kStagedOut): map_y and map_r are this convolution's y and residual as
-// [M][K] maps in boxes of 64 rows x 128 bytes (map_r unused without a residual).
+// [M][K] maps in boxes of C::kOutBoxRows rows x 128 bytes (map_r unused without a residual).
 template <class C, class Y, bool kNpqk>
 __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
                                                        const ConvOperands<typename C::T, Y>& op_in,
@@ -780,11 +788,11 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
   auto release = [&](int st) { release_stage(sm, st, lane); };
   const int tiles = tiles_m * tiles_n;
   const bool octets = octets_ok<Y, kNpqk>(g, op);
-  // Whole tiles and, with the staged output, the last wave's halves (tile_walk).
-  const TileWalk walk = C::kStagedOut ? tile_walk(tiles, gridDim.x) : TileWalk{tiles, tiles};
+  // Whole tiles and, with C::kHalfTiles, the last wave's halves (tile_walk).
+  const TileWalk walk = C::kHalfTiles ? tile_walk(tiles, gridDim.x) : TileWalk{tiles, tiles};
   for (int j = wg, n = 0; blockIdx.x + int64_t(j) * gridDim.x < walk.units; j += 2, ++n) {
-    int tile, half;
-    unit_tile(walk, blockIdx.x + j * gridDim.x, tile, half);
+    int tile = blockIdx.x + j * gridDim.x, half = -1;
+    if constexpr (C::kHalfTiles) unit_tile(walk, tile, tile, half);
     const int m_tile = tile / tiles_n;
     const int m0 = m_tile * C::kBM, k0 = (tile - m_tile * tiles_n) * kBN;
     // Tile j - 1's multiplies are issued: the other warpgroup's n-th (wg 1) or n - 1-th (wg 0)
@@ -797,13 +805,14 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
         bulk_wait_read_all();
         if (op.residual != nullptr) {
           uint8_t* const stage = sm.staging(wg);
-          const int h_begin = half < 0 ? 0 : half, h_end = half < 0 ? 2 : half + 1;
-          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * (h_end - h_begin) * 64 * 128);
+          constexpr int kRows = C::kOutBoxRows;  // as store_staged's
+          const int h_begin = half < 0 ? 0 : half, h_end = half < 0 ? C::kBM / kRows : half + 1;
+          mbar_expect_tx(&sm.res_full[wg], C::kStagedBoxes * (h_end - h_begin) * kRows * 128);
 #pragma unroll
           for (int b = 0; b < C::kStagedBoxes; ++b) {
             for (int h = h_begin; h < h_end; ++h) {
-              tma_load_2d(stage + b * C::kBM * 128 + h * 64 * 128, map_r, k0 + b * C::kBoxCols,
-                          m0 + 64 * h, &sm.res_full[wg]);
+              tma_load_2d(stage + b * C::kBM * 128 + h * kRows * 128, map_r, k0 + b * C::kBoxCols,
+                          m0 + kRows * h, &sm.res_full[wg]);
             }
           }
         }
@@ -815,7 +824,7 @@ __device__ __forceinline__ void consume_tiles_pingpong(const nhwc::Params& g,
 #pragma unroll
       for (int i = 0; i < kHalf; ++i) d[h][i] = 0.f;
     int it = j * num_slabs;
-    if (!C::kStagedOut || half < 0) {
+    if (!C::kHalfTiles || half < 0) {
       it = pingpong_main_loop<C, 2>(sm, d, it, num_slabs, 0, wg, lane);
     } else {
       it = pingpong_main_loop<C, 1>(sm, d, it, num_slabs, half, wg, lane);

@@ -37,7 +37,7 @@ using TmaConfig =
 // The im2col maps of x and the 2D maps of the weights, one each per convolution of the group.
 struct Maps {
   CUtensorMap x0, x1, w0, w1;
-  CUtensorMap y0, y1, r0, r1;  // the staged output's y and residual ([M][K], 64 x 128-byte boxes)
+  CUtensorMap y0, y1, r0, r1;  // the staged output's y and residual ([M][K], kOutBoxRows-row boxes)
 };
 
 // kNpqk false: the day's variants, fp32 NKPQ out (+ bias); true: conv.hpp's fused layer forms, NPQK
@@ -89,13 +89,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     // The same work units as the consumers: a tile, or one slab range of it (split-K). kCluster:
     // one unit, so nothing is copied into the stages after its last slab (the consumers park
     // their sums there).
-    // With the staged output, whole tiles and then the last wave's halves
-    // (wgmma_conv::tile_walk): a half tile's copies are its whole tile's.
-    const wgmma_conv::TileWalk walk = C::kStagedOut ? wgmma_conv::tile_walk(tiles, gridDim.x)
+    // With C::kHalfTiles, whole tiles and then the last wave's halves (wgmma_conv::tile_walk): a
+    // half tile's copies are its whole tile's.
+    const wgmma_conv::TileWalk walk = C::kHalfTiles ? wgmma_conv::tile_walk(tiles, gridDim.x)
                                                     : wgmma_conv::TileWalk{tiles, tiles};
     for (int unit = blockIdx.x; unit < walk.units * splits; unit += gridDim.x) {
       int tile = unit / splits, half = -1;
-      if constexpr (C::kStagedOut) wgmma_conv::unit_tile(walk, unit, tile, half);
+      if constexpr (C::kHalfTiles) wgmma_conv::unit_tile(walk, unit, tile, half);
       (void)half;
       const int m_tile = tile / tiles_n;
       const int m0 = m_tile * kBM, k0 = (tile - m_tile * tiles_n) * kBN;
@@ -206,14 +206,17 @@ void launch(const char* name, const ConvShape& s, const ConvGroup<typename C::T,
   maps.w1 =
       grp.count > 1 ? day04::make_tma_map_2d(grp.op[1].w, s.k, g.RSC, C::kBN, C::kBK) : maps.w0;
   if constexpr (C::kStagedOut) {
-    // y and the residual as [M][K] matrices in boxes of 64 rows x 128 bytes (C::kBoxCols): two
-    // per staging box for a whole tile, one for a half tile.
+    // y and the residual as [M][K] matrices in boxes of C::kOutBoxRows rows x 128 bytes
+    // (C::kBoxCols): with half tiles 64 rows (two per staging box for a whole tile, one for a
+    // half tile), else the tile's 128.
     for (int i = 0; i < grp.count; ++i) {
       const auto& o = grp.op[i];
       CUtensorMap& y = i == 0 ? maps.y0 : maps.y1;
       CUtensorMap& r = i == 0 ? maps.r0 : maps.r1;
-      y = day04::make_tma_map_2d(o.y, g.M, s.k, 64, C::kBoxCols);
-      r = o.residual != nullptr ? day04::make_tma_map_2d(o.residual, g.M, s.k, 64, C::kBoxCols) : y;
+      y = day04::make_tma_map_2d(o.y, g.M, s.k, C::kOutBoxRows, C::kBoxCols);
+      r = o.residual != nullptr
+              ? day04::make_tma_map_2d(o.residual, g.M, s.k, C::kOutBoxRows, C::kBoxCols)
+              : y;
     }
     if (grp.count == 1) maps.y1 = maps.y0, maps.r1 = maps.r0;
   }
