@@ -36,7 +36,9 @@
 // layout, and TMA stores write the outputs, so far fewer instructions run beside the other
 // warpgroup's multiplies than with per-thread loads, shuffles and stores (l2 another 11% faster),
 // and with one 16 KB staging box per warpgroup, the tile in two passes, 6 stages fit (l2 6%
-// faster again, TF32's 11%, on an H200);
+// faster again, TF32's 11%, on an H200); in bf16 these staged tiles also come before the 256-wide
+// ones, and a last wave that would fill at most half the blocks runs as 64-row half tiles
+// (tile_walk.hpp; the network's l3 0.390 to 0.325 ms on an H200);
 // and in the fused layer form where C >= 128 and the 128-wide tiles fill the GPU without giving
 // each block two, 3 pipeline stages instead of 4 so that two blocks share an SM.
 // The fused form's epilogue loads the residual two 16-byte pieces ahead of their stores

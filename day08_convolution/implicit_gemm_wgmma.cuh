@@ -611,7 +611,8 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
 // spreads a warp's 8 rows over all 32 banks: 256 bytes in two wavefronts, no conflict. Between the
 // passes the previous pass's store must have read the staging tile before the next one's residual
 // may land there (its latency is spent beside the other warpgroup's main loop). n: the warpgroup's
-// tile count so far (res_full completes once per pass).
+// tile count so far (res_full completes once per pass). half: -1 for a whole tile, else which 64
+// rows of it this half tile holds (C::kHalfTiles; its sums are in d[0]).
 template <class C, class Op>
 __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op, bool relu,
                                              const Stages<C>& sm, int wg, int m0, int k0,
