@@ -940,8 +940,9 @@ TEST_CASE("v10 and v11 ping-pong: two or more 128-filter tiles per block match t
   // one; the day's fp32 NKPQ form, then the fused form. And the network's 3x3/2 shape with C = 64
   // (9 slabs, 144 tiles each) in a group of two, fused. Then K = 256 over 272 tiles of 128 x 128,
   // where the 256-wide tiles would also run: the fused bf16 form takes the staged ping-pong tiles
-  // there, TF32 the 256-wide ones. Bias alone or with residual and ReLU in turn; a second call must
-  // give the same bits.
+  // there (on a GPU of 132 SMs, 2 waves and 8 tiles: those 8 run as 16 half tiles), TF32 the
+  // 256-wide ones. Bias alone or with residual and ReLU in turn; a second call must give the same
+  // bits.
   const day08::ConvShape a = make(2, 72, 97, 89, 192, 3, 3, 1, 1);
   const day08::ConvShape b = make(8, 64, 97, 93, 128, 3, 3, 2, 1);
   const day08::ConvShape c = make(2, 64, 95, 91, 256, 3, 3, 1, 1);
