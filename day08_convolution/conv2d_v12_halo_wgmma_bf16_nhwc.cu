@@ -22,9 +22,13 @@
 //  - three consumer warpgroups per block, each working on its own tiles from its own two halo
 //    stages: while one stores its outputs, the others keep the tensor cores busy. A one-warp
 //    producer fills the stages of all three.
-//  - the fused form's bf16 NPQK outputs leave through shared memory: the sums go in by the
-//    accumulator layout and come out as 8 channels of one pixel per thread, so a warp reads the
-//    residual and writes the outputs in whole 128-byte rows instead of 16-byte pieces.
+//  - the fused form's bf16 NPQK outputs go through shared memory and the TMA: while a warpgroup's
+//    multiplies run, one of its threads asks the TMA for the tile's residual (an 8 x 8-pixel box
+//    of 64 channels, 8 KB, in the 128-byte swizzle) into the warpgroup's staging box; the warps
+//    then read it with ldmatrix and write their bf16 outputs over it with stmatrix, in the
+//    accumulators' own layout, and one thread stores the box with one TMA copy, which clips the
+//    pixels past the image and the channels past K. No thread computes an output address or holds
+//    the residual in registers, and the box is 8 KB of bf16 where fp32 sums needed 18.
 // Measured (H100, N = 32, C = K = 64 at 104 x 136, results/h100/profiles.txt): an earlier form
 // brought the halo in 8 copies of 8 channels (16 bytes of every 128-byte pixel a copy, a core
 // matrix per output row in the no-swizzle layout), which left L2 at 83% of its peak with the SM
@@ -32,15 +36,22 @@
 // (the fused form with residual and ReLU) the staged outputs took the layer from 1.16 to 0.76 ms
 // and the whole-pixel copy to 0.73 ms. Loading the fused form's residual right after issuing the
 // tile's multiplies (not one piece after another between the stores) took them to 0.635 ms.
+// Then the staged outputs through the TMA, on an H200 (an A/B in one run, results/h200/
+// profiles.txt): l1's eight convolutions 0.620 to 0.532 ms (430 to 501 TFLOP/s); the graphed bf16
+// network at N = 32 2.00 to 1.91 ms. The previous form wrote fp32 sums to shared memory, read
+// them back as 8 channels of a pixel, and loaded the residual and stored the outputs 16 bytes a
+// thread: 107 registers a thread now, 128 and a 20-byte spill before. (A third halo stage per
+// warpgroup, which the smaller box makes room for, bought nothing: 0.538 ms.)
 // Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple of
 // 8, K <= 64 (channels and filters past them are zeros in shared memory, so smaller layers do the
 // work of C = K = 64); tiles of 8 x 8 pixels compute the outputs past the image's last row and
 // column too (none at 104 x 136, a tenth at 52 x 68); 16-byte aligned x and w; the staged outputs
 // need K % 8 == 0 and 16-byte aligned y and residual (otherwise each thread stores its register
-// pairs). (Ideas: the canonical layouts of the PTX ISA's wgmma matrix descriptors; keeping a small
-// layer's filters resident and reading the halo in place, as direct convolutions on shared memory
-// do (v2, the PMPP book's tiled convolution), here fed to the tensor cores; staging the epilogue
-// through shared memory, as CUTLASS's epilogues do.)
+// pairs: halo_wgmma::store_registers). (Ideas: the canonical layouts of the PTX ISA's wgmma matrix
+// descriptors; keeping a small layer's filters resident and reading the halo in place, as direct
+// convolutions on shared memory do (v2, the PMPP book's tiled convolution), here fed to the tensor
+// cores; staging the epilogue through shared memory and storing it by TMA, as CUTLASS's Hopper
+// epilogues do.)
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -89,23 +100,29 @@ struct Tiling {
   static constexpr int kTapBytes = kChunks * kFilterChunkBytes;
   static constexpr int kFilterBytes = kTaps * kTapBytes;
   static constexpr int kRings = kConsumerWGs * kStages;
-  // A warpgroup's outputs on their way to global memory: 64 pixels x 64 fp32 sums, rows padded to
-  // 72 floats (conflict-free float2 writes from the accumulator layout).
-  static constexpr int kOutPitch = 72;
-  static constexpr int kOutBytes = 64 * kOutPitch * 4;
+  // A warpgroup's staged outputs: its tile's 64 pixels x 64 bf16 outputs, one 128-byte row a
+  // pixel in the 128-byte swizzle (the layout of the TMA box that brings the residual in and takes
+  // the outputs out).
+  static constexpr int kOutBytes = 64 * 128;
   static constexpr size_t kSmemBytes = size_t(kFilterBytes) + size_t(kRings) * kStageBytes +
                                        size_t(kConsumerWGs) * kOutBytes +
-                                       2 * kRings * sizeof(uint64_t) + 1024;
+                                       (2 * kRings + kConsumerWGs) * sizeof(uint64_t) + 1024;
   static_assert(kFilterBytes % 1024 == 0, "the halo stages start at 1024-byte boundaries");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
   static_assert(kTH * kTW == 64, "one wgmma M = 64 per warpgroup");
 };
 using T = Tiling;
 
-using halo_wgmma::Maps;
 using halo_wgmma::Params;
 using halo_wgmma::tile_pos;
 using halo_wgmma::TilePos;
+
+// The tensor maps: x's halos, and for the staged outputs y and the residual as [n][p][q][k] in
+// boxes of 8 x 8 pixels x 64 channels (the same 128-byte swizzle), one each per convolution of
+// the group (r0 and r1 unused without a residual).
+struct Maps {
+  CUtensorMap x0, x1, y0, y1, r0, r1;
+};
 
 // kNpqk false: the day's variant, fp32 NKPQ out (+ bias); true: conv.hpp's fused form, bf16 NPQK
 // out with bias, residual and ReLU. blockIdx.z picks the convolution of the group. Warpgroup wg of
@@ -119,11 +136,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   using namespace day04::wgmma;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* const filters = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint8_t* const halos = filters + T::kFilterBytes;  // [warpgroup][stage]
-  float* const outs = reinterpret_cast<float*>(halos + T::kRings * T::kStageBytes);
-  uint64_t* const full = reinterpret_cast<uint64_t*>(halos + T::kRings * T::kStageBytes +
-                                                     T::kConsumerWGs * T::kOutBytes);
+  uint8_t* const halos = filters + T::kFilterBytes;          // [warpgroup][stage]
+  uint8_t* const outs = halos + T::kRings * T::kStageBytes;  // [warpgroup], 1024-aligned
+  uint64_t* const full = reinterpret_cast<uint64_t*>(outs + T::kConsumerWGs * T::kOutBytes);
   uint64_t* const empty = full + T::kRings;
+  uint64_t* const res_full = empty + T::kRings;  // [warpgroup]: its tile's residual has landed
   const auto tile_of = [&](int wg, int round) {
     return int(blockIdx.x) + int(gridDim.x) * (wg + T::kConsumerWGs * round);
   };
@@ -132,6 +149,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_init(&full[i], 1);   // the producer's expect_tx arrival, and the copy's bytes
       mbar_init(&empty[i], 4);  // the 4 warps of the stage's warpgroup
     }
+    for (int i = 0; i < T::kConsumerWGs; ++i) mbar_init(&res_full[i], 1);
     mbar_fence_init();
   }
   __syncthreads();  // the last block-wide barrier
@@ -177,13 +195,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   fence_proxy_async_smem();
   asm volatile("bar.sync 1, %0;\n" ::"n"(128 * T::kConsumerWGs) : "memory");
 
-  // The staged epilogue: this thread's 8 channels (8 c8 .. 8 c8 + 7) and their biases.
-  float* const out = outs + wg * (T::kOutBytes / 4);
-  const int c8 = tid % 8;
-  float bias8[8];
+  // The staged epilogue: this warpgroup's box of outputs, and the biases of this thread's
+  // filters 8 j + 2 tq + e (zero past K).
+  uint8_t* const out = outs + wg * T::kOutBytes;
+  const CUtensorMap* const map_y = blockIdx.z == 0 ? &maps.y0 : &maps.y1;
+  const CUtensorMap* const map_r = blockIdx.z == 0 ? &maps.r0 : &maps.r1;
+  const bool residual = op.residual != nullptr;
+  float bias16[16];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    bias8[i] = op.bias != nullptr && 8 * c8 + i < a.k ? op.bias[8 * c8 + i] : 0.f;
+  for (int i = 0; i < 16; ++i) {
+    const int k = 8 * (i / 2) + 2 * tq + i % 2;
+    bias16[i] = op.bias != nullptr && k < a.k ? op.bias[k] : 0.f;
   }
 
   const uint64_t desc_b = make_desc_no_swizzle(filters, T::kFilterChunkBytes, 128);
@@ -214,22 +236,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           wgmma_m64n64k16_bf16_ss(d, desc_a + (a_off >> 4), desc_b + (b_off >> 4), 1);
         }
     commit();
-    // While the tensor cores work: the residual's 16-byte pieces this thread adds in the staged
-    // epilogue below (its 4 pixels, channels 8 c8 .. 8 c8 + 7), so their memory latency passes
-    // under the multiplies instead of coming, one load after another, between the stores.
     const TilePos tp = tile_pos(a, t);
-    uint4 res[4];
-    const bool pre = kNpqk && a.staged && op.residual != nullptr && 8 * c8 < a.k;
-    if (pre) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int px = (tid % 128) / 8 + 16 * i;
-        const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
-        res[i] = make_uint4(0, 0, 0, 0);
-        if (p < a.p && q < a.q) {
-          res[i] = *reinterpret_cast<const uint4*>(
-              op.residual + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8);
-        }
+    if (kNpqk && a.staged && tid % 128 == 0) {
+      // While the tensor cores work: the last tile's store has read the staging box (this thread
+      // issued it), so the TMA may bring this tile's residual into it.
+      bulk_wait_read_all();
+      if (residual) {
+        mbar_expect_tx(&res_full[wg], T::kOutBytes);
+        tma_load_4d(out, map_r, 0, tp.q0, tp.p0, tp.n, &res_full[wg]);
       }
     }
     wait<0>();
@@ -240,43 +254,49 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // column gq), filter 8 j + 2 tq + e ----
     if constexpr (kNpqk) {
       if (a.staged) {
-        // Through shared memory: the sums go in by the accumulator layout, come out 8 channels
-        // of one pixel per thread, so a warp reads its residual and writes its outputs in whole
-        // 128-byte rows (4 pixels) instead of 16-byte pieces of 8.
-        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");  // the last tile's reads
+        // Through shared memory and the TMA: the residual's box is read and the outputs written
+        // in place with ldmatrix / stmatrix, four 8 x 8 matrices a warp at once in the
+        // accumulators' own layout (lane l names row 16 w4 + (l / 8) % 2 * 8 + l % 8 and 16-byte
+        // chunk 2 p + l / 16; register i holds row gq + 8 (i % 2), filters 16 p + 8 (i / 2) +
+        // 2 tq, + 1), then one thread stores the box. The copies clip what lies past P, Q and K.
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");  // the box is free
+        if (residual) mbar_wait(&res_full[wg], uint32_t(round) & 1);
+        const int row = 16 * w4 + (lane / 8) % 2 * 8 + lane % 8;
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int j = 0; j < T::kBN / 8; ++j) {
-            *reinterpret_cast<float2*>(out + (16 * w4 + gq + 8 * h) * T::kOutPitch + 8 * j +
-                                       2 * tq) =
-                make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-          }
-        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
-        if (8 * c8 < a.k) {
+        for (int p = 0; p < T::kBN / 16; ++p) {
+          uint8_t* const addr = out + wgmma_conv::swizzle128(row, 2 * p + lane / 16);
+          uint32_t res[4] = {0, 0, 0, 0};
+          if (residual) day04::mma::ldmatrix_x4(res, addr);
+          uint32_t o[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const int px = (tid % 128) / 8 + 16 * i;  // the tile's pixel: row px / 8, column px % 8
-            const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
-            if (p >= a.p || q >= a.q) continue;
-            // The two halves in an order that spreads a quarter-warp over all 32 banks.
-            const float* src = out + px * T::kOutPitch + 8 * c8;
-            const int first = (c8 >> 2) & 1;
-            const float4 u = *reinterpret_cast<const float4*>(src + 4 * first);
-            const float4 w = *reinterpret_cast<const float4*>(src + 4 * (1 - first));
-            const float4 lo = first ? w : u, hi = first ? u : w;
-            float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] += bias8[e];
-            nhwc::store8(op, grp.relu, ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8,
-                         v, pre ? &res[i] : nullptr);
+            const int j = 2 * p + i / 2, h = i % 2;
+            float v0 = d[4 * j + 2 * h] + bias16[2 * j],
+                  v1 = d[4 * j + 2 * h + 1] + bias16[2 * j + 1];
+            const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[i]));
+            v0 += r.x, v1 += r.y;
+            if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+            const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
+            o[i] = *reinterpret_cast<const uint32_t*>(&o2);
           }
+          day04::mma::stmatrix_x4(addr, o);
+        }
+        // Every warp's writes, then one thread's copy (the TMA reads shared memory through the
+        // async proxy).
+        fence_proxy_async_smem();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+        if (tid % 128 == 0) {
+          tma_store_4d(map_y, out, 0, tp.q0, tp.p0, tp.n);
+          bulk_commit();
         }
         continue;
       }
     }
     halo_wgmma::store_registers<T::kBN, kNpqk>(d, a, tp, w4, gq, tq, op, grp.relu);
   }
+  // The staged outputs' last copy finishes before the block exits (its source is this block's
+  // shared memory).
+  if (kNpqk && a.staged && tid % 128 == 0) bulk_wait_all();
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)a, (void)grp, (void)maps;
@@ -291,6 +311,13 @@ CUtensorMap halo_map(const ConvShape& s, const bf16* x) {
                                 {T::kBN, T::kHW, T::kHH, 1});
 }
 
+// y or the residual [n][p][q][k] in boxes of 8 x 8 pixels x 64 channels (the staged outputs).
+CUtensorMap out_map(const ConvShape& s, const bf16* y) {
+  const long long k = s.k, q = s.q(), p = s.p();
+  return day04::make_tma_map_4d(y, {k, q, p, (long long)s.n}, {k, q * k, p * q * k},
+                                {T::kBN, halo_wgmma::kTW, halo_wgmma::kTH, 1});
+}
+
 template <class Y, bool kNpqk>
 void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stream) {
   const Params a = halo_wgmma::make_params(kName, s, grp, kNpqk);
@@ -299,9 +326,18 @@ void launch(const ConvShape& s, const ConvGroup<bf16, Y>& grp, cudaStream_t stre
   const int resident = resident_per_gpu.get(
       [] { return gpu100::resident_blocks(kKernel, T::kThreads, T::kSmemBytes); });
   const int blocks = halo_wgmma::blocks(a, resident, grp.count);
-  Maps maps;
+  Maps maps{};
   maps.x0 = halo_map(s, grp.op[0].x);
   maps.x1 = grp.count > 1 ? halo_map(s, grp.op[1].x) : maps.x0;
+  if constexpr (kNpqk) {
+    if (a.staged) {
+      maps.y0 = out_map(s, grp.op[0].y);
+      maps.y1 = grp.count > 1 ? out_map(s, grp.op[1].y) : maps.y0;
+      maps.r0 = grp.op[0].residual != nullptr ? out_map(s, grp.op[0].residual) : maps.y0;
+      maps.r1 =
+          grp.count > 1 && grp.op[1].residual != nullptr ? out_map(s, grp.op[1].residual) : maps.r0;
+    }
+  }
   kKernel<<<dim3(unsigned(blocks), 1, unsigned(grp.count)), T::kThreads, T::kSmemBytes, stream>>>(
       a, grp, maps);
   CUDA_CHECK_LAST();
