@@ -340,9 +340,24 @@ def check_model(args, model_name, workdir):
 
 # ---------------------------------------------------------------- 2. PyTorch's timing
 
+# Clock cycles of GPU spin (torch.cuda._sleep) queued before each timed run: about 50-70 us, so
+# that the GPU is still busy when the host has queued fn's kernels and the start event is not
+# taken while the GPU waits for PyTorch's dispatch of them. Without it one convolution's time
+# (60-200 us here) carried the tens of microseconds its Python call took on the host, which the
+# project's own timings, taken inside back-to-back launches, do not carry.
+HOLD_CYCLES = 100_000
+
+
+def hold_gpu():
+    """Queue the spin above (where this PyTorch has torch.cuda._sleep)."""
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(HOLD_CYCLES)
+
+
 def time_ms(fn, args):
-    """(median ms, min ms, timed runs) of fn by CUDA events, as torch_baselines.py times,
-    warm-ups and runs cut so that the point takes about args.max_seconds."""
+    """(median ms, min ms, timed runs) of fn by CUDA events, as torch_baselines.py times (each
+    timed run behind hold_gpu), warm-ups and runs cut so that the point takes about
+    args.max_seconds."""
     fn()  # the first call: cuDNN's algorithm search, a compile
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -357,6 +372,7 @@ def time_ms(fn, args):
     times = []
     for _ in range(min(args.iters, max(5, budget))):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        hold_gpu()
         start.record()
         fn()
         stop.record()
