@@ -271,13 +271,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int j = 2 * p + i / 2, h = i % 2;
-            float v0 = d[4 * j + 2 * h] + bias16[2 * j],
-                  v1 = d[4 * j + 2 * h + 1] + bias16[2 * j + 1];
-            const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[i]));
-            v0 += r.x, v1 += r.y;
-            if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-            const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
-            o[i] = *reinterpret_cast<const uint32_t*>(&o2);
+            // The residual word is zero without a residual: added all the same.
+            o[i] = wgmma_conv::finish_bf16x2(d[4 * j + 2 * h] + bias16[2 * j],
+                                             d[4 * j + 2 * h + 1] + bias16[2 * j + 1], res[i], true,
+                                             grp.relu);
           }
           day04::mma::stmatrix_x4(addr, o);
         }

@@ -119,6 +119,20 @@ __device__ __forceinline__ int swizzle128(int r, int j) {
   return r * 128 + ((j ^ (r & 7)) << 4);
 }
 
+// Two bf16 outputs of a staged epilogue (store_staged below, and v12's): the sums v0 and v1 with
+// their biases added, plus (when residual) the residual pair held in res as ldmatrix gave it, the
+// ReLU, then rounded to bf16 and packed as the 32-bit word stmatrix takes.
+__device__ __forceinline__ uint32_t finish_bf16x2(float v0, float v1, uint32_t res, bool residual,
+                                                  bool relu) {
+  if (residual) {
+    const __nv_bfloat162 r2 = *reinterpret_cast<const __nv_bfloat162*>(&res);
+    v0 += __low2float(r2), v1 += __high2float(r2);
+  }
+  if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+  const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
+  return *reinterpret_cast<const uint32_t*>(&o2);
+}
+
 // The block's stages and barriers in its dynamic shared memory.
 template <class C>
 struct Stages {
@@ -671,13 +685,7 @@ __device__ __forceinline__ void store_staged(const nhwc::Params& g, const Op& op
             const int k = kp + 8 * jp + 2 * tq;
             float v0 = d[hd][4 * j + 2 * (q % 2)], v1 = d[hd][4 * j + 2 * (q % 2) + 1];
             if (op.bias != nullptr && k < g.k) v0 += op.bias[k], v1 += op.bias[k + 1];
-            if (residual) {
-              const __nv_bfloat162 r2 = *reinterpret_cast<const __nv_bfloat162*>(&res[q]);
-              v0 += __low2float(r2), v1 += __high2float(r2);
-            }
-            if (relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-            const __nv_bfloat162 o2 = __floats2bfloat162_rn(v0, v1);
-            out[q] = *reinterpret_cast<const uint32_t*>(&o2);
+            out[q] = finish_bf16x2(v0, v1, res[q], residual, relu);
           }
           day04::mma::stmatrix_x4(addr, out);
         }
