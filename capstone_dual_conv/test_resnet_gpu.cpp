@@ -600,6 +600,16 @@ TEST_CASE("resnet: day08's fused convolution (bias, residual, ReLU; one or two p
     if (tf32) check_fused_tf32_nhwc(wide, count, seed += 100);
     if (bf16) check_fused_bf16(wide, count, seed += 100);
   }
+  // The first stage's layer (C = K = 64) over enough 8 x 8 tiles (4 x 13 x 17 = 884 at 101 x 133,
+  // the last row and column of tiles clipped) that day08's v12 and v13 give each consumer
+  // warpgroup two rounds or more, with the residual and ReLU: their staged epilogues reuse a
+  // warpgroup's box (v12: brought and stored by the TMA) tile after tile.
+  const ConvCase first{4, 64, 101, 133, 64, 3, 1, 1, true, true};
+  for (int count : {1, 2}) {
+    INFO("N 4 C 64 101x133 K 64 3x3/1 +residual relu, " << count << " per launch");
+    if (tf32) check_fused_tf32_nhwc(first, count, seed += 100);
+    if (bf16) check_fused_bf16(first, count, seed += 100);
+  }
 }
 
 TEST_CASE("resnet: the fused convolution rejects bad groups before any launch", "[gpu]") {
