@@ -47,6 +47,7 @@ Timing GpuTimer::time(const std::function<void()>& launch, const TimingOptions& 
   samples.reserve(options.iters);
   for (int i = 0; i < options.iters; ++i) {
     if (options.flush_l2) flush_l2(options.stream);
+    if (options.hold_us > 0) hold_gpu(options.stream, options.hold_us);
     CUDA_CHECK(cudaEventRecord(start_, options.stream));
     launch();
     CUDA_CHECK(cudaEventRecord(stop_, options.stream));

@@ -1,6 +1,9 @@
 #pragma once
 // CUDA-event timing with a separate warm-up, N timed repeats, median and min, and an optional
-// L2 flush between repeats (so a small problem is not timed out of a warm cache).
+// L2 flush between repeats (so a small problem is not timed out of a warm cache). Each repeat's
+// start event waits behind a short GPU spin (hold_gpu), so that the GPU is still busy while the
+// host makes the calls being timed: the events then time the GPU's work, not the host's dispatch
+// of it (a library call can spend tens of microseconds on the CPU before its kernel is queued).
 //
 //   gpu100::GpuTimer timer;                         // allocates the L2-flush buffer once
 //   gpu100::Timing t = timer.time([&] { launch(...); }, options);  // TimingOptions
@@ -24,6 +27,7 @@ struct TimingOptions {
   int iters = 20;
   bool flush_l2 = true;  // write a buffer of 2x the L2 size between repeats (outside the events)
   cudaStream_t stream = nullptr;
+  double hold_us = 200;  // the GPU spin queued before each repeat's start event (0: none)
 };
 
 struct Timing {
@@ -46,6 +50,11 @@ class GpuTimer {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   DeviceBuffer<char> flush_buffer_;
 };
+
+// Queues a one-thread kernel on `stream` that spins for `us` microseconds of the GPU's clock
+// (%globaltimer). Work queued after it starts no earlier than that: a timer's start event recorded
+// behind it is taken while the host is still queuing what it times.
+void hold_gpu(cudaStream_t stream, double us);
 
 // Median and min of a list of samples (exposed for the CPU unit tests).
 Timing summarize(std::vector<float> samples_ms);
