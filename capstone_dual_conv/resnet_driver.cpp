@@ -260,14 +260,15 @@ std::optional<day08::ConvShape> layer_shape_of(const std::vector<Net::StepTime>&
 }
 
 // cuDNN alone on one convolution of this shape, in the precision's configuration (bf16 NHWC;
-// TF32 tensor-op math; fp32 without tensor-op math, as the cuDNN network rows), with the
+// TF32 tensor-op math on fp32 NHWC, as our TF32 layers and PyTorch's channels_last take it;
+// fp32 without tensor-op math, as the cuDNN network rows), with the
 // algorithm re-timed from cudnnFind's list (day08's CudnnConvPlan): the median of 20 runs after
 // 3 warm-ups, on random operands. The convolution only: no bias, residual or ReLU, which our
 // layers fuse (so it is the library's lower bound for the layer).
 double cudnn_layer_ms(const day08::ConvShape& s, Precision p) {
 #if GPU100_HAVE_CUDNN
   const day08::CudnnPick pick = p == Precision::kBf16   ? day08::CudnnPick::kBf16Nhwc
-                                : p == Precision::kTf32 ? day08::CudnnPick::kTf32
+                                : p == Precision::kTf32 ? day08::CudnnPick::kTf32Nhwc
                                                         : day08::CudnnPick::kFp32NotTensorOp;
   cudnnHandle_t handle = gpu100::cudnn_thread_handle();
   const day08::CudnnConvPlan plan(handle, s, pick, nullptr);

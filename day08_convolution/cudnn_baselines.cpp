@@ -84,11 +84,12 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&d_.bias));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&d_.w));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d_.conv));
-  // fp32 NCHW / KCRS, or for kBf16Nhwc bf16 NHWC / KRSC (the dimensions are given in the same
-  // n, c, h, w order for both formats). The compute type is fp32 either way.
+  // fp32 NCHW / KCRS, or for kBf16Nhwc and kTf32Nhwc NHWC / KRSC in bf16 or fp32 (the dimensions
+  // are given in the same n, c, h, w order for both formats). The compute type is fp32 either way.
   const bool bf16 = pick == CudnnPick::kBf16Nhwc;
+  const bool nhwc = bf16 || pick == CudnnPick::kTf32Nhwc;
   const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-  const cudnnTensorFormat_t format = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_.x, format, data, s.n, s.c, s.h, s.w));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(d_.y, format, data, s.n, s.k, P, Q));
   CUDNN_CHECK(
@@ -99,7 +100,7 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick
                                               CUDNN_DATA_FLOAT));
   // fp32 means fp32: FMA math forbids TF32 tensor-core algorithms; tensor-op math allows them
   // (and is what bf16 tensor cores need).
-  const bool any_math = pick == CudnnPick::kTf32 || bf16;
+  const bool any_math = pick == CudnnPick::kTf32 || pick == CudnnPick::kTf32Nhwc || bf16;
   const cudnnMathType_t math = any_math ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv, math));
   int dims[4];

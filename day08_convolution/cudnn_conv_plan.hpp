@@ -1,6 +1,7 @@
 #pragma once
 // day08::CudnnConvPlan: one cuDNN forward convolution (NCHW fp32 input, KCRS fp32 filters, NKPQ
-// fp32 output; or, for CudnnPick::kBf16Nhwc, the same tensors in bf16 NHWC) planned once: its
+// fp32 output; or, for CudnnPick::kBf16Nhwc and kTf32Nhwc, the same tensors in NHWC, bf16 or fp32)
+// planned once: its
 // descriptors, the fastest of the algorithms cudnnFindConvolutionForwardAlgorithm returns (each
 // re-timed with the project's timer), and the workspace that algorithm needs. day08's cudnn_fp32 /
 // cudnn_tf32 / cudnn_bf16_nhwc rows (cudnn_baselines.cpp) and the capstone's cuDNN rows both build
@@ -43,6 +44,10 @@ enum class CudnnPick {
   // PSEUDO_BFLOAT16_CONFIG, its only bf16 one), descriptor in CUDNN_TENSOR_OP_MATH; results of
   // any math, launched with the chosen result's math. The three picks above are fp32 NCHW.
   kBf16Nhwc,
+  // The capstone's TF32 layer figure: kTf32 on fp32 NHWC tensors (x, w and y in kBf16Nhwc's
+  // layouts), as PyTorch runs channels_last fp32. On NCHW data cuDNN's Hopper TF32 kernels are
+  // wrapped in two layout conversions, which made kTf32 half as fast at the network's first stage.
+  kTf32Nhwc,
 };
 
 // Thrown when cudnnFind returns no algorithm that the pick accepts (what(): "cuDNN: no forward
