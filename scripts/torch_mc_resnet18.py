@@ -340,12 +340,14 @@ def check_model(args, model_name, workdir):
 
 # ---------------------------------------------------------------- 2. PyTorch's timing
 
-# Clock cycles of GPU spin (torch.cuda._sleep) queued before each timed run: about 50-70 us, so
-# that the GPU is still busy when the host has queued fn's kernels and the start event is not
-# taken while the GPU waits for PyTorch's dispatch of them. Without it one convolution's time
-# (60-200 us here) carried the tens of microseconds its Python call took on the host, which the
-# project's own timings, taken inside back-to-back launches, do not carry.
-HOLD_CYCLES = 100_000
+# Clock cycles of GPU spin (torch.cuda._sleep) queued before each timed run of one convolution or
+# one graph replay: about 200 us (the project's GpuTimer holds 200 us too), so that the GPU is
+# still busy when the host has queued fn's kernels and the start event is not taken while the GPU
+# waits for PyTorch's dispatch of them. Without it one convolution's time (60-200 us here) carried
+# the tens of microseconds its Python call took on the host, which the project's own timings,
+# taken inside back-to-back launches, do not carry. The eager network modes run without it: their
+# host work per forward is part of what they cost (as for the binary's rows without a graph).
+HOLD_CYCLES = 400_000
 
 
 def hold_gpu():
@@ -354,9 +356,9 @@ def hold_gpu():
         torch.cuda._sleep(HOLD_CYCLES)
 
 
-def time_ms(fn, args):
-    """(median ms, min ms, timed runs) of fn by CUDA events, as torch_baselines.py times (each
-    timed run behind hold_gpu), warm-ups and runs cut so that the point takes about
+def time_ms(fn, args, hold=True):
+    """(median ms, min ms, timed runs) of fn by CUDA events, as torch_baselines.py times (with
+    hold, each timed run behind hold_gpu), warm-ups and runs cut so that the point takes about
     args.max_seconds."""
     fn()  # the first call: cuDNN's algorithm search, a compile
     torch.cuda.synchronize()
@@ -372,7 +374,8 @@ def time_ms(fn, args):
     times = []
     for _ in range(min(args.iters, max(5, budget))):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        hold_gpu()
+        if hold:
+            hold_gpu()
         start.record()
         fn()
         stop.record()
@@ -457,7 +460,7 @@ def time_point(args, model_name, mode, batch, flops):
             fn = graph_replay(fn)
         if compiled:
             row["setup_s"] = round(time.perf_counter() - t0, 1)
-        ms, ms_min, n = time_ms(fn, args)
+        ms, ms_min, n = time_ms(fn, args, hold=graphed)
         row.update(status="ok", ms=round(ms, 4), ms_min=round(ms_min, 4), iters=n,
                    images_per_s=round(batch / ms * 1e3, 1),
                    tflops=round(flops * batch / (ms * 1e-3) / 1e12, 2))

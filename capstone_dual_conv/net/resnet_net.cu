@@ -11,7 +11,6 @@
 #include "common/errors.hpp"
 #include "common/half.hpp"
 #include "common/math.hpp"
-#include "common/timer.hpp"
 #include "conv.hpp"
 #include "conv_day.hpp"
 #include "resnet_net.hpp"
@@ -610,14 +609,13 @@ std::vector<Net::StepTime> Net::profile(const std::vector<const float*>& inputs,
       sizeof(float);
   steps.push_back(fc_step);
 
-  // reps forwards, an event after every step, each forward behind a GPU spin (so that its first
-  // step is not timed from an idle GPU waiting for the host's first launch).
+  // reps forwards, an event after every step. No GPU spin first (GpuTimer's hold): at small
+  // batches the steps are host-bound, and each step's time then is the host's launch rate.
   std::vector<cudaEvent_t> events(steps.size() + 1);
   for (auto& e : events) CUDA_CHECK(cudaEventCreate(&e));
   std::vector<std::vector<float>> ms(steps.size());
   for (int rep = 0; rep < std::max(reps, 1); ++rep) {
     size_t i = 0;
-    gpu100::hold_gpu(nullptr, 200);
     CUDA_CHECK(cudaEventRecord(events[i++], nullptr));
     for (int t = 0; t < int(trunk_.size()); ++t) {
       for (const Op& op : progs_[t].ops) {
