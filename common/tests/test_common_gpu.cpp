@@ -1,5 +1,7 @@
 // GPU tests of common/: device buffers, poisoning, error checks, timing and the ceiling.
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "common/catch.hpp"
@@ -123,4 +125,27 @@ TEST_CASE("GpuTimer and the copy ceiling give sane numbers", "[gpu][timing]") {
   const double gbps = gpu100::measure_copy_ceiling_gbps(size_t(256) << 20, 5);
   CHECK(gbps > 50);      // any GPU of the last decade
   CHECK(gbps < 100000);  // and no GPU at all reaches 100 TB/s
+}
+
+TEST_CASE("GpuTimer's hold keeps the host's time before a launch out of the timed span",
+          "[gpu][timing]") {
+  GPU100_REQUIRE_GPU();
+  gpu100::DeviceBuffer<char> buf(4096);
+  gpu100::GpuTimer timer;
+  // The timed call spends 1 ms on the host before it queues a tiny memset, as a library call
+  // spends its set-up time before its kernel.
+  const auto late_launch = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CUDA_CHECK(cudaMemsetAsync(buf.data(), 1, buf.bytes()));
+  };
+  gpu100::TimingOptions options;
+  options.warmup = 1;
+  options.iters = 3;
+  options.flush_l2 = false;
+  // Without a hold the start event is taken on an idle GPU, which then waits for the host.
+  options.hold_us = 0;
+  CHECK(timer.time(late_launch, options).min_ms >= 0.9);
+  // Held 20 ms, the GPU is still spinning when the memset is queued: only the memset is timed.
+  options.hold_us = 20000;
+  CHECK(timer.time(late_launch, options).median_ms < 1.0);
 }
