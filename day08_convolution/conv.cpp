@@ -198,6 +198,10 @@ void v13_f32_nhwc(const ConvShape& s, const float* x, const float* w, const floa
                   cudaStream_t stream) {
   conv2d_v13_halo_wgmma_tf32_nhwc(s, x, w, bias, y, stream);
 }
+void cudnn_tf32_nhwc(const ConvShape& s, const float* x, const float* w, const float* bias,
+                     float* y, cudaStream_t stream) {
+  conv2d_cudnn_tf32_nhwc(s, x, w, bias, y, stream);
+}
 void cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                      const float* bias, void* y, cudaStream_t stream) {
   conv2d_cudnn_bf16_nhwc(s, x, w, bias, static_cast<__nv_bfloat16*>(y), stream);
@@ -268,7 +272,7 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            gpu100::ArchNeed::kSm90a},
           {"v11_tma_im2col_wgmma_tf32_nhwc",
            "v10 on fp32 NHWC operands as TF32: wgmma m64nNk8.tf32, a slab is a tap x 32 channels",
-           P::kTf32, nullptr, false, "cudnn_tf32", nullptr, false, v11_refusal, 1,
+           P::kTf32, nullptr, false, "cudnn_tf32_nhwc", nullptr, false, v11_refusal, 1,
            gpu100::ArchNeed::kSm90a, "", v11_f32_nhwc},
           {"v12_halo_wgmma_bf16_nhwc",
            "v10 for 3x3 layers of C, K <= 64: filters resident in shared memory, one TMA halo per "
@@ -279,7 +283,7 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
           {"v13_halo_wgmma_tf32_nhwc",
            "v12 on fp32 NHWC as TF32: 147 KB of resident filters, each halo in two 32-channel TMA "
            "copies, one stage per consumer warpgroup reused by its staged epilogue",
-           P::kTf32, nullptr, false, "cudnn_tf32", nullptr, false, v13_refusal, 1,
+           P::kTf32, nullptr, false, "cudnn_tf32_nhwc", nullptr, false, v13_refusal, 1,
            gpu100::ArchNeed::kSm90a, "", v13_f32_nhwc},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
           // of a direct sum (measured on the H100: 6e-5 absolute at C = 16, 3x3; 2.8e-4 at the
@@ -288,6 +292,10 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
            conv2d_cudnn_fp32, true, "", nullptr, false, nullptr, 10},
           {"cudnn_tf32", "library: cuDNN forward, tensor-op math (TF32), algorithm from Find",
            P::kTf32, conv2d_cudnn_tf32, true, "", nullptr, false, nullptr, 10},
+          {"cudnn_tf32_nhwc",
+           "library: cuDNN forward, fp32 NHWC in and out, tensor-op math (TF32), Find", P::kTf32,
+           nullptr, true, "", nullptr, false, nullptr, 10, gpu100::ArchNeed::kAny, "",
+           cudnn_tf32_nhwc, true},
           {"cudnn_bf16_nhwc", "library: cuDNN forward, bf16 NHWC in and out, tensor-op math, Find",
            P::kBf16, nullptr, true, "", cudnn_bf16_nhwc, true, cudnn_bf16_refusal},
       },

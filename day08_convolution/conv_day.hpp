@@ -113,6 +113,12 @@ void conv2d_cudnn_fp32(const ConvShape&, const float*, const float*, const float
                        cudaStream_t);
 void conv2d_cudnn_tf32(const ConvShape&, const float*, const float*, const float*, float*,
                        cudaStream_t);
+// cuDNN TF32 on fp32 NHWC (x fp32 NHWC, w fp32 KRSC, y fp32 NPQK; CUDNN_TENSOR_OP_MATH; the bias,
+// if any, by cudnnAddTensor): the library row of the fp32 NHWC variants (v11, v13). On NCHW data
+// (conv2d_cudnn_tf32) cuDNN's Hopper TF32 kernels work in NHWC and convert the layouts around
+// themselves, which costs the NHWC variants' comparison nothing they pay.
+void conv2d_cudnn_tf32_nhwc(const ConvShape&, const float*, const float*, const float*, float*,
+                            cudaStream_t);
 
 // ---- Conv2d in bf16, NHWC (channels last) ------------------------------------------------------
 // x NHWC [n][h][w][c] bf16, filters KRSC [k][r][s][c] bf16, optional fp32 bias [k]. The caller
@@ -177,8 +183,8 @@ std::string v13_refusal(const ConvShape& s, bool bias);
 std::string cudnn_bf16_refusal(const ConvShape& s, bool bias);
 
 // The algorithm cuDNN chose for this shape and precision (kFp32: the cudnn_fp32 row, kTf32:
-// cudnn_tf32, kBf16: cudnn_bf16_nhwc); "" before the first call.
-std::string cudnn_choice(const ConvShape& s, ConvPrecision p);
+// cudnn_tf32, or cudnn_tf32_nhwc with nhwc, kBf16: cudnn_bf16_nhwc); "" before the first call.
+std::string cudnn_choice(const ConvShape& s, ConvPrecision p, bool nhwc = false);
 
 // How v10's and v11's launcher (tma_im2col_conv.cuh) splits GEMM_K for a layer whose output tiles
 // fill at most half the GPU (a small batch, a deep layer): kWorkspace, the slab ranges are work
@@ -259,6 +265,7 @@ struct Conv2dVariant {
   // The fp32 NHWC variants (v11): launch is nullptr and this is set; x fp32 NHWC, w fp32 KRSC
   // (converted once, to_nhwc_f32 / to_krsc_f32), y fp32 NKPQ.
   Conv2dF32NhwcFn launch_f32_nhwc = nullptr;
+  bool y_f32_npqk = false;  // an fp32 NHWC variant that writes fp32 NPQK (cudnn_tf32_nhwc)
   bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }
   bool takes_f32_nhwc() const { return launch_f32_nhwc != nullptr; }
   bool takes_nhwc() const { return takes_bf16_nhwc() || takes_f32_nhwc(); }

@@ -61,6 +61,7 @@ void ConvLayer::poison() {
 }
 
 std::vector<float> ConvLayer::output(const Conv2dVariant& v) const {
+  if (v.y_f32_npqk) return npqk_to_nkpq(s_, d_y_.download());
   return v.y_bf16_npqk ? npqk_to_nkpq(s_, d_y16_.download()) : d_y_.download();
 }
 

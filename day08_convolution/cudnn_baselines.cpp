@@ -237,8 +237,8 @@ cudnnHandle_t handle() {
   return gpu100::cudnn_thread_handle();
 }
 
-CudnnPick pick_of(ConvPrecision p) {
-  return p == ConvPrecision::kTf32   ? CudnnPick::kTf32
+CudnnPick pick_of(ConvPrecision p, bool nhwc) {
+  return p == ConvPrecision::kTf32   ? (nhwc ? CudnnPick::kTf32Nhwc : CudnnPick::kTf32)
          : p == ConvPrecision::kBf16 ? CudnnPick::kBf16Nhwc
                                      : CudnnPick::kFp32Fma;
 }
@@ -248,13 +248,13 @@ CudnnPick pick_of(ConvPrecision p) {
 struct Plan {
   CudnnConvPlan conv;
   gpu100::DeviceBuffer<char> workspace;
-  Plan(const ConvShape& s, ConvPrecision p, cudaStream_t stream)
-      : conv(handle(), s, pick_of(p), stream), workspace(conv.found_workspace_bytes()) {}
+  Plan(const ConvShape& s, ConvPrecision p, bool nhwc, cudaStream_t stream)
+      : conv(handle(), s, pick_of(p, nhwc), stream), workspace(conv.found_workspace_bytes()) {}
 };
 
-std::string key_of(const ConvShape& s, ConvPrecision p) {
-  return fmt::format("{} {} {} {} {} {} {} {} {} {} {}", s.n, s.c, s.h, s.w, s.k, s.r, s.s,
-                     s.stride, s.pad, s.dilation, to_string(p));
+std::string key_of(const ConvShape& s, ConvPrecision p, bool nhwc) {
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {}{}", s.n, s.c, s.h, s.w, s.k, s.r, s.s,
+                     s.stride, s.pad, s.dilation, to_string(p), nhwc ? " nhwc" : "");
 }
 
 std::mutex& plans_mutex() {
@@ -266,17 +266,19 @@ std::map<std::string, std::unique_ptr<Plan>>& plans() {
   return p;
 }
 
-Plan& plan_for(const ConvShape& s, ConvPrecision p, cudaStream_t stream) {
+Plan& plan_for(const ConvShape& s, ConvPrecision p, bool nhwc, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(plans_mutex());
-  auto& slot = plans()[key_of(s, p)];
-  if (!slot) slot = std::make_unique<Plan>(s, p, stream);
+  auto& slot = plans()[key_of(s, p, nhwc)];
+  if (!slot) slot = std::make_unique<Plan>(s, p, nhwc, stream);
   return *slot;
 }
 
+// nhwc: the bf16 row's and cudnn_tf32_nhwc's layouts (x NHWC, w KRSC, y NPQK); the bias add reads
+// the [1, K, 1, 1] bias through each output's strides, whatever their layout.
 void run(const ConvShape& s, ConvPrecision p, const void* x, const void* w, const float* bias,
-         void* y, cudaStream_t stream) {
+         void* y, cudaStream_t stream, bool nhwc = false) {
   check_conv_args(s);
-  Plan& plan = plan_for(s, p, stream);
+  Plan& plan = plan_for(s, p, nhwc || p == ConvPrecision::kBf16, stream);
   cudnnHandle_t h = handle();
   plan.conv.forward(h, x, w, y, plan.workspace.data(), plan.workspace.bytes(), stream);
   const float one = 1.f;
@@ -298,6 +300,10 @@ void conv2d_cudnn_tf32(const ConvShape& s, const float* x, const float* w, const
                        float* y, cudaStream_t stream) {
   run(s, ConvPrecision::kTf32, x, w, bias, y, stream);
 }
+void conv2d_cudnn_tf32_nhwc(const ConvShape& s, const float* x, const float* w, const float* bias,
+                            float* y, cudaStream_t stream) {
+  run(s, ConvPrecision::kTf32, x, w, bias, y, stream, true);
+}
 void conv2d_cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __nv_bfloat16* w,
                             const float* bias, __nv_bfloat16* y, cudaStream_t stream) {
   check_conv_args(s);
@@ -306,9 +312,9 @@ void conv2d_cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16* x, const __
   }
   run(s, ConvPrecision::kBf16, x, w, nullptr, y, stream);
 }
-std::string cudnn_choice(const ConvShape& s, ConvPrecision p) {
+std::string cudnn_choice(const ConvShape& s, ConvPrecision p, bool nhwc) {
   std::lock_guard<std::mutex> lock(plans_mutex());
-  auto it = plans().find(key_of(s, p));
+  auto it = plans().find(key_of(s, p, nhwc || p == ConvPrecision::kBf16));
   return it == plans().end() || !it->second ? std::string() : it->second->conv.choice();
 }
 
@@ -325,6 +331,11 @@ void conv2d_cudnn_tf32(const ConvShape&, const float*, const float*, const float
                        cudaStream_t) {
   throw std::runtime_error("skipped: cuDNN not found");
 }
+void conv2d_cudnn_tf32_nhwc(const ConvShape& s, const float*, const float*, const float*, float*,
+                            cudaStream_t) {
+  check_conv_args(s);
+  throw std::runtime_error("skipped: cuDNN not found");
+}
 void conv2d_cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16*, const __nv_bfloat16*,
                             const float* bias, __nv_bfloat16*, cudaStream_t) {
   check_conv_args(s);
@@ -333,7 +344,7 @@ void conv2d_cudnn_bf16_nhwc(const ConvShape& s, const __nv_bfloat16*, const __nv
   }
   throw std::runtime_error("skipped: cuDNN not found");
 }
-std::string cudnn_choice(const ConvShape&, ConvPrecision) {
+std::string cudnn_choice(const ConvShape&, ConvPrecision, bool) {
   return "";
 }
 

@@ -48,8 +48,10 @@ ResultRow conv_row(const Options& opt, const Conv2dVariant& v, ConvLayer& layer,
       [&] { return check(v); });
   const bool is16 = v.takes_bf16_nhwc();
   if (v.is_library) {
-    if (row.note.empty()) row.note = "algorithm " + cudnn_choice(opt.shape, v.precision);
+    if (row.note.empty())
+      row.note = "algorithm " + cudnn_choice(opt.shape, v.precision, v.takes_nhwc());
     if (is16 && row.ok) row.note += "; bf16 NHWC x, w and y (cuDNN's one bf16 configuration)";
+    if (v.y_f32_npqk && row.ok) row.note += "; fp32 NHWC x, w and y, as the NHWC variants take";
   } else if (is16 && row.ok) {
     row.note =
         "bf16 NHWC x, KRSC w (converted once on the host, not timed), fp32 accumulation, fp32 "

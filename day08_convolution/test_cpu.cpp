@@ -168,13 +168,20 @@ TEST_CASE("the registries: unique names, best_fp32 resolves, unknown names throw
   REQUIRE(std::find(listed.begin(), listed.end(), v6->name) == listed.end());
   CHECK_THROWS_AS(day08::conv2d_forward(v6->name, s, nullptr, nullptr, nullptr, nullptr),
                   std::invalid_argument);
-  // The fp32 NHWC variant (v11) likewise, compared with cuDNN's TF32 row.
+  // The fp32 NHWC variant (v11) likewise, compared with cuDNN's TF32 row on the same layouts.
   const day08::Conv2dVariant* v11 = day08::find_conv2d_variant("v11_tma_im2col_wgmma_tf32_nhwc");
   REQUIRE(v11 != nullptr);
   REQUIRE(v11->precision == day08::ConvPrecision::kTf32);
   REQUIRE(v11->takes_f32_nhwc());
   REQUIRE_FALSE(v11->takes_bf16_nhwc());
-  REQUIRE(std::string(v11->library) == "cudnn_tf32");
+  REQUIRE_FALSE(v11->y_f32_npqk);
+  REQUIRE(std::string(v11->library) == "cudnn_tf32_nhwc");
+  const day08::Conv2dVariant* lib32 = day08::find_conv2d_variant(v11->library);
+  REQUIRE(lib32 != nullptr);
+  REQUIRE(lib32->is_library);
+  REQUIRE(lib32->precision == day08::ConvPrecision::kTf32);
+  REQUIRE(lib32->takes_f32_nhwc());
+  REQUIRE(lib32->y_f32_npqk);
   REQUIRE(std::find(listed.begin(), listed.end(), v11->name) == listed.end());
   CHECK_THROWS_AS(day08::conv2d_forward(v11->name, s, nullptr, nullptr, nullptr, nullptr),
                   std::invalid_argument);
