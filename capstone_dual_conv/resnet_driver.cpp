@@ -17,6 +17,7 @@
 #include "common/errors.hpp"
 #include "common/random.hpp"
 #include "common/timer.hpp"
+#include "cudnn_frontend_conv.hpp"
 #include "dual_conv.hpp"
 #include "resnet_cudnn.hpp"
 #include "resnet_weights.hpp"
@@ -268,8 +269,9 @@ std::optional<day08::ConvShape> layer_shape_of(const std::vector<Net::StepTime>&
 // TF32 tensor-op math on fp32 NHWC, as our TF32 layers and PyTorch's channels_last take it;
 // fp32 without tensor-op math, as the cuDNN network rows), with the
 // algorithm re-timed from cudnnFind's list (day08's CudnnConvPlan): the median of 20 runs after
-// 3 warm-ups, on random operands. The convolution only: no bias, residual or ReLU, which our
-// layers fuse (so it is the library's lower bound for the layer).
+// 3 warm-ups, on random operands; in bf16 and TF32 the faster of that and the fastest engine of
+// cuDNN's graph API. The convolution only: no bias, residual or ReLU, which our layers fuse (so it
+// is the library's lower bound for the layer).
 double cudnn_layer_ms(const day08::ConvShape& s, Precision p) {
 #if GPU100_HAVE_CUDNN
   const day08::CudnnPick pick = p == Precision::kBf16   ? day08::CudnnPick::kBf16Nhwc
@@ -293,13 +295,29 @@ double cudnn_layer_ms(const day08::ConvShape& s, Precision p) {
   gpu100::TimingOptions t;
   t.warmup = 3;
   t.iters = 20;
-  return timer
-      .time(
-          [&] {
-            plan.forward(handle, x.data(), w.data(), y.data(), ws.data(), ws.bytes(), nullptr);
-          },
-          t)
-      .median_ms;
+  double ms =
+      timer
+          .time(
+              [&] {
+                plan.forward(handle, x.data(), w.data(), y.data(), ws.data(), ws.bytes(), nullptr);
+              },
+              t)
+          .median_ms;
+  // On tensor cores, also every engine of cuDNN's graph API (day08's cudnn_frontend_conv.hpp):
+  // the faster of the two is the library's figure, and the line under the table names it.
+  if (p != Precision::kFp32) {
+    const day08::CudnnFrontendTiming fe = day08::cudnn_frontend_conv_best(s, p == Precision::kBf16);
+    std::string which = fmt::format("legacy API {:.4f} ms ({})", ms, plan.choice());
+    if (fe.timed > 0) {
+      which += fmt::format(", graph API {:.4f} ms (fastest of {}: {})", fe.ms, fe.timed, fe.engine);
+      ms = std::min(ms, fe.ms);
+    } else {
+      which += ", graph API: " + fe.error;
+    }
+    fmt::print("  cuDNN {} N={} C={} {}x{} K={}: {}\n", gpu100::to_string(p), s.n, s.c, s.h, s.w,
+               s.k, which);
+  }
+  return ms;
 #else
   (void)s, (void)p;
   return 0;
