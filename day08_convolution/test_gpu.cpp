@@ -674,7 +674,7 @@ TEST_CASE("v11 (fp32 NHWC as TF32) matches the CPU at awkward shapes", "[gpu]") 
       F32NhwcData data(s, seed += 3);
       const bool with_bias = (case_no++ % 2) == 0;
       INFO(v.name << " at " << day08::to_string(s) << (with_bias ? " +bias" : ""));
-      REQUIRE(v.refusal(s, with_bias).empty());
+      REQUIRE((v.refusal == nullptr || v.refusal(s, with_bias).empty()));
       const day08::Tolerance tol = day08::conv2d_tolerance(s, v);
       const auto cmp = gpu100::compare(data.reference(s, with_bias), data.run(v, s, with_bias),
                                        tol.abs_tol, tol.rel_tol);
