@@ -13,7 +13,6 @@
 
 #include "common/cuda_check.hpp"
 #include "common/device_info.hpp"
-#include "common/device_random.hpp"
 #include "common/errors.hpp"
 #include "common/random.hpp"
 #include "common/timer.hpp"
@@ -24,6 +23,7 @@
 
 #if GPU100_HAVE_CUDNN
 #include "common/cudnn_check.hpp"
+#include "conv_layer.hpp"
 #include "cudnn_conv_plan.hpp"
 #endif
 
@@ -279,30 +279,20 @@ double cudnn_layer_ms(const day08::ConvShape& s, Precision p) {
                                                         : day08::CudnnPick::kFp32NotTensorOp;
   cudnnHandle_t handle = gpu100::cudnn_thread_handle();
   const day08::CudnnConvPlan plan(handle, s, pick, nullptr);
-  const size_t elem = p == Precision::kBf16 ? 2 : 4;
-  const size_t xn = size_t(s.n) * s.c * s.h * s.w, wn = size_t(s.k) * s.c * s.r * s.s;
-  gpu100::DeviceBuffer<char> x(xn * elem), w(wn * elem),
-      y(size_t(s.n) * s.k * s.p() * s.q() * elem),
-      ws(std::max<size_t>(plan.found_workspace_bytes(), 1));
-  if (p == Precision::kBf16) {
-    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(x.data()), xn, 21);
-    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(w.data()), wn, 22);
-  } else {
-    gpu100::fill_uniform_device(reinterpret_cast<float*>(x.data()), xn, 21);
-    gpu100::fill_uniform_device(reinterpret_cast<float*>(w.data()), wn, 22);
-  }
+  day08::RandomConvOperands ops(s, p == Precision::kBf16, 21);
+  gpu100::DeviceBuffer<char> ws(std::max<size_t>(plan.found_workspace_bytes(), 1));
   gpu100::GpuTimer timer;
   gpu100::TimingOptions t;
   t.warmup = 3;
   t.iters = 20;
-  double ms =
-      timer
-          .time(
-              [&] {
-                plan.forward(handle, x.data(), w.data(), y.data(), ws.data(), ws.bytes(), nullptr);
-              },
-              t)
-          .median_ms;
+  double ms = timer
+                  .time(
+                      [&] {
+                        plan.forward(handle, ops.x.data(), ops.w.data(), ops.y.data(), ws.data(),
+                                     ws.bytes(), nullptr);
+                      },
+                      t)
+                  .median_ms;
   // On tensor cores, also every engine of cuDNN's graph API (day08's cudnn_frontend_conv.hpp):
   // the faster of the two is the library's figure, and the line under the table names it.
   if (p != Precision::kFp32) {

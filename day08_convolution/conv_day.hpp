@@ -262,8 +262,9 @@ struct Conv2dVariant {
   double tol_scale = 1;
   gpu100::ArchNeed needs = gpu100::ArchNeed::kAny;  // the GPU code it needs (common/arch.hpp)
   const char* tags = "";  // "mine": a learner's variant (common/learner.hpp)
-  // The fp32 NHWC variants (v11): launch is nullptr and this is set; x fp32 NHWC, w fp32 KRSC
-  // (converted once, to_nhwc_f32 / to_krsc_f32), y fp32 NKPQ.
+  // The fp32 NHWC variants (v11, v13, cudnn_tf32_nhwc): launch is nullptr and this is set; x fp32
+  // NHWC, w fp32 KRSC (converted once, to_nhwc_f32 / to_krsc_f32), y fp32 NKPQ (NPQK where
+  // y_f32_npqk is set).
   Conv2dF32NhwcFn launch_f32_nhwc = nullptr;
   bool y_f32_npqk = false;  // an fp32 NHWC variant that writes fp32 NPQK (cudnn_tf32_nhwc)
   bool takes_bf16_nhwc() const { return launch_bf16_nhwc != nullptr; }

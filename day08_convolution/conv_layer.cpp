@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/cuda_check.hpp"
+#include "common/device_random.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
 #include "common/random.hpp"
@@ -72,6 +73,22 @@ std::vector<double> ConvLayer::reference_at(const Conv2dVariant& v, bool with_bi
   return conv2d_cpu_at_points(s_, bf16 ? x_bf16_.data() : x_.data(),
                               bf16 ? w_bf16_.data() : w_.data(), with_bias ? bias_.data() : nullptr,
                               idx);
+}
+
+RandomConvOperands::RandomConvOperands(const ConvShape& s, bool bf16, uint64_t seed,
+                                       cudaStream_t stream) {
+  const size_t elem = bf16 ? 2 : 4;
+  const size_t xn = size_t(s.n) * s.c * s.h * s.w, wn = size_t(s.k) * s.c * s.r * s.s;
+  x = gpu100::DeviceBuffer<char>(xn * elem);
+  w = gpu100::DeviceBuffer<char>(wn * elem);
+  y = gpu100::DeviceBuffer<char>(size_t(s.n) * s.k * s.p() * s.q() * elem);
+  if (bf16) {
+    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(x.data()), xn, seed, stream);
+    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(w.data()), wn, seed + 1, stream);
+  } else {
+    gpu100::fill_uniform_device(reinterpret_cast<float*>(x.data()), xn, seed, stream);
+    gpu100::fill_uniform_device(reinterpret_cast<float*>(w.data()), wn, seed + 1, stream);
+  }
 }
 
 std::string first_library_call(ConvLayer& layer, const Conv2dVariant& v, bool with_bias) {

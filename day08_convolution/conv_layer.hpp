@@ -42,6 +42,16 @@ class ConvLayer {
   gpu100::DeviceBuffer<__nv_bfloat16> d_x16_, d_w16_, d_y16_;
 };
 
+// Device operands of random values in [-1, 1] for timing a library call at shape s: x and w
+// filled (seeds seed and seed + 1), y allocated and not written; bf16 or fp32, in whatever layout
+// the call reads them (the values do not depend on it). cuDNN's re-timed candidates
+// (CudnnConvPlan), the graph API's engines (cudnn_frontend_conv_best) and the capstone's per-layer
+// cuDNN figure time on them.
+struct RandomConvOperands {
+  gpu100::DeviceBuffer<char> x, w, y;
+  RandomConvOperands(const ConvShape& s, bool bf16, uint64_t seed, cudaStream_t stream = nullptr);
+};
+
 // The first call of a cuDNN row, synchronised: "" when it ran, else why cuDNN refused (e.g. no
 // algorithm for the bf16 NHWC configuration at this shape). CUDA errors still throw.
 std::string first_library_call(ConvLayer& layer, const Conv2dVariant& v, bool with_bias);

@@ -24,8 +24,8 @@
 
 #include "common/cudnn_check.hpp"
 #include "common/device_buffer.hpp"
-#include "common/device_random.hpp"
 #include "common/timer.hpp"
+#include "conv_layer.hpp"
 #include "cudnn_conv_plan.hpp"
 #endif
 
@@ -162,7 +162,7 @@ CudnnConvPlan::CudnnConvPlan(cudnnHandle_t handle, const ConvShape& s, CudnnPick
                         math_name(perf[best.index].mathType), perf[best.index].memory / 1e6, how);
 }
 
-// Times each candidate on scratch operands filled with random values (fill_uniform_device), with
+// Times each candidate on scratch operands filled with random values (RandomConvOperands), with
 // the math type cudnnFind ran it with (FMA math kept for the capstone's fp32 pick), and returns
 // the fastest. One candidate needs no timing.
 CudnnConvPlan::Retimed CudnnConvPlan::retime(cudnnHandle_t handle, const ConvShape& s,
@@ -171,21 +171,10 @@ CudnnConvPlan::Retimed CudnnConvPlan::retime(cudnnHandle_t handle, const ConvSha
                                              const std::vector<int>& candidates,
                                              cudaStream_t stream) {
   if (candidates.size() == 1) return {candidates.front(), 0.0};
-  const bool bf16 = pick == CudnnPick::kBf16Nhwc;
-  const size_t elem = bf16 ? 2 : 4;
-  const size_t x_elems = size_t(s.n) * s.c * s.h * s.w, w_elems = size_t(s.k) * s.c * s.r * s.s;
-  const size_t y_elems = size_t(s.n) * s.k * s.p() * s.q();
   size_t ws = 0;
   for (int i : candidates) ws = std::max(ws, perf[i].memory);
-  gpu100::DeviceBuffer<char> x(x_elems * elem), w(w_elems * elem), y(y_elems * elem),
-      workspace(std::max<size_t>(ws, 1));
-  if (bf16) {
-    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(x.data()), x_elems, 11, stream);
-    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(w.data()), w_elems, 12, stream);
-  } else {
-    gpu100::fill_uniform_device(reinterpret_cast<float*>(x.data()), x_elems, 11, stream);
-    gpu100::fill_uniform_device(reinterpret_cast<float*>(w.data()), w_elems, 12, stream);
-  }
+  RandomConvOperands ops(s, pick == CudnnPick::kBf16Nhwc, 11, stream);
+  gpu100::DeviceBuffer<char> workspace(std::max<size_t>(ws, 1));
   static gpu100::GpuTimer timer;  // one L2-flush buffer for every plan of the process
   gpu100::TimingOptions options;
   options.warmup = 2;
@@ -202,9 +191,9 @@ CudnnConvPlan::Retimed CudnnConvPlan::retime(cudnnHandle_t handle, const ConvSha
         timer
             .time(
                 [&] {
-                  CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d_.x, x.data(), d_.w, w.data(),
-                                                      d_.conv, perf[i].algo, workspace.data(),
-                                                      workspace.bytes(), &zero, d_.y, y.data()));
+                  CUDNN_CHECK(cudnnConvolutionForward(
+                      handle, &one, d_.x, ops.x.data(), d_.w, ops.w.data(), d_.conv, perf[i].algo,
+                      workspace.data(), workspace.bytes(), &zero, d_.y, ops.y.data()));
                 },
                 options)
             .median_ms;

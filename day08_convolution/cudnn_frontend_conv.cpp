@@ -4,7 +4,6 @@
 #include "cudnn_frontend_conv.hpp"
 
 #if GPU100_HAVE_CUDNN_FRONTEND
-#include <cuda_bf16.h>
 #include <cudnn_frontend.h>
 
 #include <algorithm>
@@ -14,8 +13,8 @@
 #include "common/cuda_check.hpp"
 #include "common/cudnn_check.hpp"
 #include "common/device_buffer.hpp"
-#include "common/device_random.hpp"
 #include "common/timer.hpp"
+#include "conv_layer.hpp"
 #endif
 
 namespace day08 {
@@ -71,18 +70,10 @@ CudnnFrontendTiming cudnn_frontend_conv_best(const ConvShape& s, bool bf16) {
       workspace_bytes = std::max(workspace_bytes, bytes);
     }
   }
-  const size_t elem = bf16 ? 2 : 4;
-  const size_t xn = size_t(n * c * h * w), wn = size_t(k * c * r * sw), yn = size_t(n * k * p * q);
-  gpu100::DeviceBuffer<char> dx(xn * elem), dw(wn * elem), dy(yn * elem),
-      workspace(size_t(std::max<int64_t>(workspace_bytes, 1)));
-  if (bf16) {
-    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(dx.data()), xn, 31);
-    gpu100::fill_uniform_device(reinterpret_cast<__nv_bfloat16*>(dw.data()), wn, 32);
-  } else {
-    gpu100::fill_uniform_device(reinterpret_cast<float*>(dx.data()), xn, 31);
-    gpu100::fill_uniform_device(reinterpret_cast<float*>(dw.data()), wn, 32);
-  }
-  std::unordered_map<int64_t, void*> pack = {{kX, dx.data()}, {kW, dw.data()}, {kY, dy.data()}};
+  RandomConvOperands ops(s, bf16, 31);
+  gpu100::DeviceBuffer<char> workspace(size_t(std::max<int64_t>(workspace_bytes, 1)));
+  std::unordered_map<int64_t, void*> pack = {
+      {kX, ops.x.data()}, {kW, ops.w.data()}, {kY, ops.y.data()}};
   gpu100::GpuTimer timer;
   gpu100::TimingOptions options;
   options.warmup = 2;
