@@ -62,7 +62,7 @@ def main():
     warmup, iters = (2, 5) if args.quick else (10, 50)
 
     def time_ms(fn, heavy=False):
-        # Each timed run behind about 50-70 us of GPU spin (torch.cuda._sleep), so that the start
+        # Each timed run behind about 200 us of GPU spin (torch.cuda._sleep), so that the start
         # event is not taken while the GPU waits for the host to dispatch fn: a short kernel's
         # time would otherwise carry its Python call's host time.
         n = max(5, iters // 2) if heavy else iters
@@ -74,7 +74,7 @@ def main():
             start = torch.cuda.Event(enable_timing=True)
             stop = torch.cuda.Event(enable_timing=True)
             if hasattr(torch.cuda, "_sleep"):
-                torch.cuda._sleep(100_000)
+                torch.cuda._sleep(400_000)
             start.record()
             fn()
             stop.record()
