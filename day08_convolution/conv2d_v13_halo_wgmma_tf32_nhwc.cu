@@ -13,17 +13,26 @@
 //    and 4 in the other. The filters, [tap][16 chunks of 4 channels][64 filters][16 bytes], fill
 //    147 KB: v12's 72 KB twice.
 //  - so the shared memory holds one halo stage per consumer warpgroup (3 x 26 KB) instead of two,
-//    and the staged epilogue reuses the stage: when a warpgroup's 72 wgmma are done the halo is
-//    no longer needed, its sums go there by the accumulator layout, come back out 8 channels of
-//    one pixel per thread (two 16-byte stores, the residual read the same way), and only then is
-//    the stage handed back to the producer. With three warpgroups, two compute while one stores.
+//    and no staging box for the outputs. A warpgroup hands its stage back to the producer as soon
+//    as its 72 wgmma are done, before its epilogue, so the next tile's halo comes in while this
+//    tile's outputs go out: each thread has loaded its residual while the multiplies ran, in the
+//    accumulators' own layout, and stores its finished pairs of outputs straight from registers
+//    (8 bytes each; a warp's store is 8 pixels x 32 bytes, whole sectors). With three warpgroups,
+//    two compute while one stores.
+//    Measured against the form before it, which kept the stage through the epilogue (its sums
+//    went through the stage to come out 8 channels of a pixel per thread, 16-byte stores): the
+//    network's l1 in TF32 (eight fused convolutions, N = 32) 1.137 to 1.043 ms, 235 to 256
+//    TFLOP/s; a third form, the outputs stored from the stage by the TMA (which holds the stage
+//    until the copies have read it), 1.18 ms. One build, three forms, two rounds each, on an
+//    H200 (results/h200/profiles.txt). One stage per warpgroup leaves the halo's latency as the
+//    thing to hide: the shorter the stage is held, the less of it shows.
 // Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple
 // of 4, K <= 64 (channels and filters past them are zeros in shared memory); tiles of 8 x 8 pixels
-// compute the outputs past the image's last row and column; 16-byte aligned x and w; the staged
-// outputs need K % 8 == 0 and 16-byte aligned y and residual (otherwise each thread stores its
-// register pairs). The tensor cores read the fp32 bits of x and w as TF32 (truncation), as v11's.
-// (Ideas: v12's, and the same canonical layouts of the PTX ISA's wgmma descriptors, in their
-// tf32 form.)
+// compute the outputs past the image's last row and column; 16-byte aligned x and w; the
+// epilogue above needs K % 8 == 0 and 16-byte aligned y and residual (otherwise each thread reads
+// its residual and stores its pairs one at a time, halo_wgmma::store_registers). The tensor cores
+// read the fp32 bits of x and w as TF32 (truncation), as v11's. (Ideas: v12's, and the same
+// canonical layouts of the PTX ISA's wgmma descriptors, in their tf32 form.)
 #include <cuda.h>
 
 #include <climits>
@@ -71,13 +80,9 @@ struct Tiling {
   static constexpr int kFilterChunkBytes = kBN * 16;
   static constexpr int kTapBytes = kChunks * kFilterChunkBytes;
   static constexpr int kFilterBytes = kTaps * kTapBytes;
-  // The staged outputs, in the warpgroup's stage: 64 pixels x 64 sums, rows padded to 72 floats
-  // (conflict-free float2 writes from the accumulator layout).
-  static constexpr int kOutPitch = 72;
   static constexpr size_t kSmemBytes = size_t(kFilterBytes) + size_t(kConsumerWGs) * kStageBytes +
                                        2 * kConsumerWGs * sizeof(uint64_t) + 1024;
   static_assert(kFilterBytes % 1024 == 0, "the halo stages start at 1024-byte boundaries");
-  static_assert(64 * kOutPitch * 4 <= kStageBytes, "the staged outputs fit in the stage");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
   static_assert(kTH * kTW == 64, "one wgmma M = 64 per warpgroup");
 };
@@ -159,12 +164,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   fence_proxy_async_smem();
   asm volatile("bar.sync 1, %0;\n" ::"n"(128 * T::kConsumerWGs) : "memory");
 
-  // The staged epilogue: this thread's 8 channels (8 c8 .. 8 c8 + 7) and their biases.
-  const int c8 = tid % 8;
-  float bias8[8];
+  // The fused epilogue: the biases of this thread's filters 8 j + 2 tq + e (zero past K).
+  float bias16[16];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    bias8[i] = op.bias != nullptr && 8 * c8 + i < a.k ? op.bias[8 * c8 + i] : 0.f;
+  for (int i = 0; i < 16; ++i) {
+    const int k = 8 * (i / 2) + 2 * tq + i % 2;
+    bias16[i] = op.bias != nullptr && k < a.k ? op.bias[k] : 0.f;
   }
 
   const uint64_t desc_b = make_desc_no_swizzle(filters, T::kFilterChunkBytes, 128);
@@ -197,83 +202,55 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           wgmma_m64n64k8_tf32_ss(d, da + (a_off >> 4), db + (b_off >> 4), 1);
         }
     commit();
-    // While the tensor cores work: the residual this thread adds in the staged epilogue (its 4
-    // pixels, channels 8 c8 .. 8 c8 + 7: two 16-byte pieces each).
+    // While the tensor cores work: the residual this thread adds, in the accumulators' layout
+    // (the pairs of d below; 8 bytes each, a warp's load 8 pixels x 32 bytes). Zero past P, Q
+    // and K. a.staged: whole aligned rows of y and the residual (K % 8 == 0, 16-byte aligned).
     const TilePos tp = tile_pos(a, t);
-    const bool staged = kNpqk && a.staged;
-    const bool pre = staged && op.residual != nullptr && 8 * c8 < a.k;
-    float4 res[4][2];
-    if (pre) {
+    const bool fast = kNpqk && a.staged;
+    float2 res[16];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int px = (tid % 128) / 8 + 16 * i;
-        const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
-        res[i][0] = res[i][1] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (p < a.p && q < a.q) {
-          const float4* rp = reinterpret_cast<const float4*>(
-              op.residual + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8);
-          res[i][0] = rp[0], res[i][1] = rp[1];
+    for (int i = 0; i < 16; ++i) res[i] = make_float2(0.f, 0.f);
+    if (fast && op.residual != nullptr) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
+        if (p >= a.p || q >= a.q) continue;
+        const float* rp = op.residual + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k;
+#pragma unroll
+        for (int j = 0; j < T::kBN / 8; ++j) {
+          const int k = 8 * j + 2 * tq;
+          if (k < a.k) res[2 * j + h] = *reinterpret_cast<const float2*>(rp + k);
         }
       }
     }
     wait<0>();
+    // Every multiply of the tile has read its halo: the producer may refill the stage.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[wg]);
 
     // ---- epilogue: d[4 j + 2 h + e] is row 16 w4 + gq + 8 h of the tile (output row 2 w4 + h,
     // column gq), filter 8 j + 2 tq + e ----
-    if (staged) {
-      // Through the stage, now that every wgmma of the warpgroup has read its halo: the sums go
-      // in by the accumulator layout and come out 8 channels of one pixel per thread, so a warp
-      // reads its residual and writes its outputs in whole 128-byte pieces.
-      float* const out = reinterpret_cast<float*>(halo);
-      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");  // all 4 warps' wgmma done
+    if (fast) {
+      // Bias, residual, ReLU, rounded to TF32 (as the next TF32 layer reads it); one 8-byte
+      // store a pair.
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h) {
+        const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
+        if (p >= a.p || q >= a.q) continue;
+        float* const yp = op.y + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k;
 #pragma unroll
         for (int j = 0; j < T::kBN / 8; ++j) {
-          *reinterpret_cast<float2*>(out + (16 * w4 + gq + 8 * h) * T::kOutPitch + 8 * j + 2 * tq) =
-              make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-        }
-      asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
-      if (8 * c8 < a.k) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int px = (tid % 128) / 8 + 16 * i;  // the tile's pixel: row px / 8, column px % 8
-          const int p = tp.p0 + px / 8, q = tp.q0 + px % 8;
-          if (p >= a.p || q >= a.q) continue;
-          // The two halves in an order that spreads a quarter-warp over all 32 banks.
-          const float* src = out + px * T::kOutPitch + 8 * c8;
-          const int first = (c8 >> 2) & 1;
-          const float4 u = *reinterpret_cast<const float4*>(src + 4 * first);
-          const float4 w = *reinterpret_cast<const float4*>(src + 4 * (1 - first));
-          const float4 lo = first ? w : u, hi = first ? u : w;
-          float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-          if (pre) {
-            const float rv[8] = {res[i][0].x, res[i][0].y, res[i][0].z, res[i][0].w,
-                                 res[i][1].x, res[i][1].y, res[i][1].z, res[i][1].w};
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] += rv[e];
-          }
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            v[e] += bias8[e];
-            if (grp.relu) v[e] = fmaxf(v[e], 0.f);
-            v[e] = round_tf32(v[e]);
-          }
-          float4* yp = reinterpret_cast<float4*>(
-              op.y + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k + 8 * c8);
-          yp[0] = make_float4(v[0], v[1], v[2], v[3]);
-          yp[1] = make_float4(v[4], v[5], v[6], v[7]);
+          const int k = 8 * j + 2 * tq;
+          if (k >= a.k) continue;
+          float v0 = d[4 * j + 2 * h] + bias16[2 * j] + res[2 * j + h].x;
+          float v1 = d[4 * j + 2 * h + 1] + bias16[2 * j + 1] + res[2 * j + h].y;
+          if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
+          *reinterpret_cast<float2*>(yp + k) = make_float2(round_tf32(v0), round_tf32(v1));
         }
       }
-      // The stage's generic writes before the TMA's next write into it; then it goes back.
-      fence_proxy_async_smem();
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[wg]);
-      continue;
+    } else {
+      halo_wgmma::store_registers<T::kBN, kNpqk>(d, a, tp, w4, gq, tq, op, grp.relu);
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[wg]);  // the producer may refill the stage
-    halo_wgmma::store_registers<T::kBN, kNpqk>(d, a, tp, w4, gq, tq, op, grp.relu);
   }
 #else
   // Built for an architecture without wgmma: the launcher never calls this.

@@ -24,7 +24,9 @@ constexpr int kTH = 8, kTW = 8;  // a warpgroup's tile: 8 x 8 output pixels (wgm
 
 struct Params {
   int c, k, pad, p, q, tiles_p, tiles_q, tiles;
-  bool staged;  // NPQK outputs through shared memory, 16-byte pieces (K % 8 == 0, aligned)
+  // The fused NPQK form's fast epilogue (K % 8 == 0, 16-byte aligned y and residual): v12's
+  // outputs through shared memory and the TMA, v13's residual loaded under the multiplies.
+  bool staged;
 };
 
 // x's halo maps, one per convolution of the group.
