@@ -26,6 +26,16 @@
 //    until the copies have read it), 1.18 ms. One build, three forms, two rounds each, on an
 //    H200 (results/h200/profiles.txt). One stage per warpgroup leaves the halo's latency as the
 //    thing to hide: the shorter the stage is held, the less of it shows.
+//  - so each stage works as two, one per channel half: the halo's two copies have their own
+//    barriers, the warpgroup multiplies half 0 (9 taps x 4 k-steps) as soon as its copy lands and
+//    half 1 as soon as that one does, and hands half 0 back while half 1's multiplies still run.
+//    The next tile's first copy then travels under this tile's second half and epilogue, with no
+//    more shared memory. The producer warp gives each warpgroup its own lane, so no copy waits
+//    behind another warpgroup's release. Predicted: most of the halo's latency hidden, l1 from
+//    1.04 ms towards the 0.9 ms the tensor pipe's 57% -> 65% would give. Measured (one build, both
+//    forms, two rounds each, H200): l1's eight convolutions 1.039 / 1.040 to 1.019 / 1.024 ms
+//    (257 to 261 TFLOP/s): 2%, not the 10% predicted, so most of what the tiles still wait for
+//    is not the halo's latency (the TF32 network at N = 32: 3.599 to 3.585 ms).
 // Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple
 // of 4, K <= 64 (channels and filters past them are zeros in shared memory); tiles of 8 x 8 pixels
 // compute the outputs past the image's last row and column; 16-byte aligned x and w; the
@@ -81,7 +91,7 @@ struct Tiling {
   static constexpr int kTapBytes = kChunks * kFilterChunkBytes;
   static constexpr int kFilterBytes = kTaps * kTapBytes;
   static constexpr size_t kSmemBytes = size_t(kFilterBytes) + size_t(kConsumerWGs) * kStageBytes +
-                                       2 * kConsumerWGs * sizeof(uint64_t) + 1024;
+                                       4 * kConsumerWGs * sizeof(uint64_t) + 1024;
   static_assert(kFilterBytes % 1024 == 0, "the halo stages start at 1024-byte boundaries");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
   static_assert(kTH * kTW == 64, "one wgmma M = 64 per warpgroup");
@@ -107,14 +117,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* const filters = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* const halos = filters + T::kFilterBytes;  // [warpgroup]
+  // One full and one empty barrier per channel half of each warpgroup's stage: [warpgroup][half].
   uint64_t* const full = reinterpret_cast<uint64_t*>(halos + T::kConsumerWGs * T::kStageBytes);
-  uint64_t* const empty = full + T::kConsumerWGs;
+  uint64_t* const empty = full + 2 * T::kConsumerWGs;
   const auto tile_of = [&](int wg, int round) {
     return int(blockIdx.x) + int(gridDim.x) * (wg + T::kConsumerWGs * round);
   };
   if (threadIdx.x == 0) {
-    for (int i = 0; i < T::kConsumerWGs; ++i) {
-      mbar_init(&full[i], 1);   // the producer's expect_tx arrival, and the copies' bytes
+    for (int i = 0; i < 2 * T::kConsumerWGs; ++i) {
+      mbar_init(&full[i], 1);   // the producer's expect_tx arrival, and the copy's bytes
       mbar_init(&empty[i], 4);  // the 4 warps of the stage's warpgroup
     }
     mbar_fence_init();
@@ -122,25 +133,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   __syncthreads();  // the last block-wide barrier
 
   if (threadIdx.x >= 128 * T::kConsumerWGs) {
-    // ---- producer warp: one thread brings each tile's halo, in two copies ----
-    if (threadIdx.x != 128 * T::kConsumerWGs) return;
+    // ---- producer warp: lane wg brings warpgroup wg's halos, each in two copies (channels 0-31
+    // and 32-63), each copy as soon as its half of the stage is free. One lane per warpgroup, so
+    // that no warpgroup's copy waits behind another's release. ----
+    const int wg = int(threadIdx.x) - 128 * T::kConsumerWGs;
+    if (wg >= T::kConsumerWGs) return;
     const CUtensorMap* map = blockIdx.z == 0 ? &maps.x0 : &maps.x1;
     for (int round = 0;; ++round) {
-      if (tile_of(0, round) >= a.tiles) break;
-      for (int wg = 0; wg < T::kConsumerWGs; ++wg) {
-        const int t = tile_of(wg, round);
-        if (t >= a.tiles) break;
-        // The stage held this warpgroup's last tile: wait until its epilogue is done with it.
-        if (round > 0) mbar_wait(&empty[wg], (round - 1) & 1);
-        const TilePos tp = tile_pos(a, t);
-        uint8_t* dst = halos + wg * T::kStageBytes;
-        // Rows p0 - pad .. p0 - pad + 9 and columns q0 - pad .. of image n, channels 0-31 and
-        // 32-63 (zeros outside the image and past C).
-        mbar_expect_tx(&full[wg], 2 * T::kHalfBytes);
-        for (int h = 0; h < 2; ++h) {
-          tma_load_4d(dst + h * T::kHalfStride, map, h * T::kHalfChannels, tp.q0 - a.pad,
-                      tp.p0 - a.pad, tp.n, &full[wg]);
-        }
+      const int t = tile_of(wg, round);
+      if (t >= a.tiles) break;
+      const TilePos tp = tile_pos(a, t);
+      uint8_t* dst = halos + wg * T::kStageBytes;
+      for (int h = 0; h < 2; ++h) {
+        uint64_t* const f = &full[2 * wg + h];
+        // The half held this warpgroup's last tile: wait until its multiplies on it are done.
+        if (round > 0) mbar_wait(&empty[2 * wg + h], (round - 1) & 1);
+        // Rows p0 - pad .. p0 - pad + 9 and columns q0 - pad .. of image n, channels 32 h ..
+        // 32 h + 31 (zeros outside the image and past C).
+        mbar_expect_tx(f, T::kHalfBytes);
+        tma_load_4d(dst + h * T::kHalfStride, map, h * T::kHalfChannels, tp.q0 - a.pad,
+                    tp.p0 - a.pad, tp.n, f);
       }
     }
     return;
@@ -178,7 +190,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   for (int round = 0;; ++round) {
     const int t = tile_of(wg, round);
     if (t >= a.tiles) break;
-    mbar_wait(&full[wg], round & 1);  // the halo has landed
     float d[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) d[i] = 0.f;
@@ -186,22 +197,28 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // rather than hoisted out of the loop into registers (which spilled).
     uint64_t da = desc_a, db = desc_b;
     asm volatile("" : "+l"(da), "+l"(db));
-    fence();
-    // 9 taps x 8 k-steps of 8 channels. A for tap (r, s) in half h: output row g's 8 pixels are
-    // half-rows (g + r) x 10 + s .. + 7, so the tap's matrix starts r x 10 + s rows into the
+    // Channel half h (its k-steps 4 h .. 4 h + 3) as soon as its copy has landed: 9 taps x 4
+    // k-steps of 8 channels, one commit group per half. A for tap (r, s): output row g's 8 pixels
+    // are half-rows (g + r) x 10 + s .. + 7, so the tap's matrix starts r x 10 + s rows into the
     // half, its 8-row groups 10 rows (1280 bytes) apart, and a k-step is 32 bytes further along
     // the rows. B: k-step kk is chunks 2 kk and 2 kk + 1 of the tap.
 #pragma unroll
-    for (int r = 0; r < T::kR; ++r)
+    for (int h = 0; h < 2; ++h) {
+      mbar_wait(&full[2 * wg + h], round & 1);
+      fence();  // before each half's first wgmma (ptxas would insert it after the wait otherwise)
 #pragma unroll
-      for (int s = 0; s < T::kS; ++s)
+      for (int r = 0; r < T::kR; ++r)
 #pragma unroll
-        for (int kk = 0; kk < T::kChunks / 2; ++kk) {
-          const int a_off = (kk / 4) * T::kHalfStride + (r * T::kHW + s) * 128 + (kk % 4) * 32;
-          const int b_off = (r * T::kS + s) * T::kTapBytes + 2 * kk * T::kFilterChunkBytes;
-          wgmma_m64n64k8_tf32_ss(d, da + (a_off >> 4), db + (b_off >> 4), 1);
-        }
-    commit();
+        for (int s = 0; s < T::kS; ++s)
+#pragma unroll
+          for (int k4 = 0; k4 < 4; ++k4) {
+            const int kk = 4 * h + k4;
+            const int a_off = h * T::kHalfStride + (r * T::kHW + s) * 128 + k4 * 32;
+            const int b_off = (r * T::kS + s) * T::kTapBytes + 2 * kk * T::kFilterChunkBytes;
+            wgmma_m64n64k8_tf32_ss(d, da + (a_off >> 4), db + (b_off >> 4), 1);
+          }
+      commit();
+    }
     // While the tensor cores work: the residual this thread adds, in the accumulators' layout
     // (the pairs of d below; 8 bytes each, a warp's load 8 pixels x 32 bytes). Zero past P, Q
     // and K. a.staged: whole aligned rows of y and the residual (K % 8 == 0, 16-byte aligned).
@@ -223,10 +240,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
       }
     }
-    wait<0>();
-    // Every multiply of the tile has read its halo: the producer may refill the stage.
+    // Each half goes back to the producer once the multiplies that read it are done: channel half 0
+    // while half 1's still run, so the next tile's first copy is on its way under them.
+    wait<1>();
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[wg]);
+    if (lane == 0) mbar_arrive(&empty[2 * wg]);
+    wait<0>();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[2 * wg + 1]);
 
     // ---- epilogue: d[4 j + 2 h + e] is row 16 w4 + gq + 8 h of the tile (output row 2 w4 + h,
     // column gq), filter 8 j + 2 tq + e ----
