@@ -19,6 +19,11 @@
 # ARCH_PHASE=build only builds (each build's time kept in its folder), ARCH_PHASE=test then runs
 # the ctest of builds made so and records them as one run would (default: both, one build after
 # the other), for machines whose calls are too short for a build and its ctest together.
+# CTEST_GPUS="0,1,2,3" spreads each build's GPU tests over those GPUs: the CPU tests run in one
+# ctest process as usual, and the GPU tests are dealt out one at a time to a worker per GPU, each
+# seeing only its own (CUDA_VISIBLE_DEVICES); the summary adds the parts up. The tests that need
+# two GPUs then skip (each worker sees one). Skip reasons come from each part's JUnit file (ctest
+# --output-junit), as the parts would overwrite each other's LastTest.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-}
@@ -116,13 +121,47 @@ for b in "${builds[@]}"; do
   frontend=$(grep -qE 'gpu100: cuDNN frontend found' "$dir/build.log" && echo found || echo "not found")
   warnings=$(grep -ci 'warning' "$dir/build.log" || true)
   start=$(date +%s)
-  ctest --test-dir "$dir" --output-on-failure -j "$ctest_jobs" >"$dir/ctest.log" 2>&1 || status=1
+  rm -f "$dir"/ctest.part-* "$dir"/ctest.queue*
+  if [ -z "${CTEST_GPUS:-}" ]; then
+    ctest --test-dir "$dir" --output-on-failure -j "$ctest_jobs" >"$dir/ctest.log" 2>&1 || status=1
+  else
+    # The CPU tests in one ctest process; the GPU tests dealt out one at a time, from a queue in
+    # ctest's order, to one worker per GPU (each worker's ctest sees only its GPU), so that a
+    # worker that drew a long test does not hold the others back.
+    IFS=, read -ra gpu_list <<<"$CTEST_GPUS"
+    queue="$dir/ctest.queue"
+    ctest --test-dir "$dir" -N -L gpu | sed -nE 's/^ *Test +#([0-9]+):.*/\1/p' >"$queue"
+    ctest --test-dir "$dir" --output-on-failure -j "$ctest_jobs" -LE gpu \
+      --output-junit ctest.part-cpu.xml >"$dir/ctest.part-cpu.log" 2>&1 &
+    pids=($!)
+    for k in "${!gpu_list[@]}"; do
+      (
+        rc=0
+        while :; do
+          n=$(flock "$queue.lock" sh -c 'n=$(head -n 1 "$1"); [ -z "$n" ] || sed -i 1d "$1"; echo "$n"' _ "$queue")
+          [ -n "$n" ] || break
+          CUDA_VISIBLE_DEVICES=${gpu_list[$k]} ctest --test-dir "$dir" --output-on-failure -I "$n,$n" \
+            --output-junit "ctest.part-gpu$n.xml" >>"$dir/ctest.part-gpu$k.log" 2>&1 || rc=1
+        done
+        exit $rc
+      ) &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    # One log, and one summary line in ctest's words for the parts together.
+    {
+      cat "$dir"/ctest.part-*.log
+      awk '/tests passed, [0-9]+ tests? failed out of/ { f += $4; n += $NF }
+           END { if (n > 0) printf "%d%% tests passed, %d tests failed out of %d (GPU tests on %d GPUs)\n",
+                 int(100 * (n - f) / n), f, n, '"${#gpu_list[@]}"' }' "$dir"/ctest.part-*.log
+    } >"$dir/ctest.log"
+  fi
   tested=$(( $(date +%s) - start ))
   {
     echo "$what at $commit: CMAKE_CUDA_ARCHITECTURES=${archs:-?}, cuDNN $cudnn, cuDNN frontend $frontend;" \
       "built in ${built} s, $warnings warning lines; ctest in ${tested} s:" \
       "$(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n1)"
-    grep -E '\((Failed|Skipped|Timeout)\)|Not Run' "$dir/ctest.log" | sed 's/^[[:space:]]*/  /'
+    grep -E '\((Failed|Skipped|Timeout)\)|Not Run' "$dir/ctest.log" | sed 's/^[[:space:]]*/  /' | sort -n
     # The five slowest tests (where ctest's time goes: the GPU tests run one at a time).
     echo "  slowest: $(awk '/Test +#[0-9]+: .* sec$/ { t = $(NF - 1); sub(/.*Test +#[0-9]+: /, "");
       sub(/ \.+.*$/, ""); print t " s " $0 }' "$dir/ctest.log" | sort -rn | head -n 5 |
@@ -131,7 +170,9 @@ for b in "${builds[@]}"; do
     # failure can be read from OUT alone (the build folder stays on the machine that ran it).
     failed_output "$dir/ctest.log"
     # Each skip's reason, as the skipped test printed it.
-    grep -hoE 'GPU100_SKIP: .*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u |
+    { grep -hoE 'GPU100_SKIP: .*' "$dir/Testing/Temporary/LastTest.log" 2>/dev/null
+      [ -z "${CTEST_GPUS:-}" ] || cat "$dir"/ctest.part-*.xml 2>/dev/null | grep -oE 'GPU100_SKIP: [^<]*' |
+        sed "s/&apos;/'/g; s/&quot;/\"/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g"; } | sort -u |
       sed 's/^GPU100_SKIP: /  reason: /'
   } | tee -a "$out"
   if [[ " ${SANITIZE_DAY06:-} " == *" $b "* ]]; then
