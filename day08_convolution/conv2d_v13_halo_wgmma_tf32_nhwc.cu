@@ -36,6 +36,16 @@
 //    forms, two rounds each, H200): l1's eight convolutions 1.039 / 1.040 to 1.019 / 1.024 ms
 //    (257 to 261 TFLOP/s): 2%, not the 10% predicted, so most of what the tiles still wait for
 //    is not the halo's latency (the TF32 network at N = 32: 3.599 to 3.585 ms).
+//  - Nsight Compute on that form's fused l1 launch (139 us): tensor pipe 52%, the L1 data pipe 83%
+//    of its peak, 52.5 points of it shared memory (the wgmma operand reads) and about 30 the
+//    epilogue's 8-byte residual loads and output stores (a warp instruction touches eight 32-byte
+//    pieces of eight pixels), long-scoreboard stalls the largest. So the epilogue works 16 bytes a
+//    thread: lanes tq and tq ^ 1 swap one pair each by shuffle, after which a thread holds four
+//    consecutive filters, and a warp's load or store is 8 pixels x 64 bytes: half the
+//    instructions and wavefronts. Predicted: the epilogue's share of the pipe from 30 to about 15
+//    points, l1 from 1.02 to 0.93-0.97 ms. Measured (one build, both forms, two rounds each, H200):
+//    l1's eight convolutions 1.027 / 1.026 to 0.990 / 0.990 ms (255 to 265 TFLOP/s), 4%; the TF32
+//    network at N = 32 on two streams 3.740 to 3.691 ms.
 // Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple
 // of 4, K <= 64 (channels and filters past them are zeros in shared memory); tiles of 8 x 8 pixels
 // compute the outputs past the image's last row and column; 16-byte aligned x and w; the
@@ -219,14 +229,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           }
       commit();
     }
-    // While the tensor cores work: the residual this thread adds, in the accumulators' layout
-    // (the pairs of d below; 8 bytes each, a warp's load 8 pixels x 32 bytes). Zero past P, Q
-    // and K. a.staged: whole aligned rows of y and the residual (K % 8 == 0, 16-byte aligned).
+    // While the tensor cores work: the residual this thread adds, 16 bytes at a time. The epilogue
+    // below swaps pairs between lanes tq and tq ^ 1, so each thread ends with four consecutive
+    // filters kq .. kq + 3 of filter group jw = 2 m + (tq & 1) (kq = 2 (tq & ~1)), and loads the
+    // residual of those: a warp's load is 8 pixels x 64 bytes. Zero past P, Q and K. a.staged:
+    // whole aligned rows of y and the residual (K % 8 == 0, 16-byte aligned).
     const TilePos tp = tile_pos(a, t);
     const bool fast = kNpqk && a.staged;
-    float2 res[16];
+    const int jodd = tq & 1, kq = 2 * (tq & ~1);
+    float4 res4[8];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) res[i] = make_float2(0.f, 0.f);
+    for (int i = 0; i < 8; ++i) res4[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (fast && op.residual != nullptr) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -234,9 +247,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (p >= a.p || q >= a.q) continue;
         const float* rp = op.residual + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k;
 #pragma unroll
-        for (int j = 0; j < T::kBN / 8; ++j) {
-          const int k = 8 * j + 2 * tq;
-          if (k < a.k) res[2 * j + h] = *reinterpret_cast<const float2*>(rp + k);
+        for (int m = 0; m < T::kBN / 16; ++m) {
+          const int k = 8 * (2 * m + jodd) + kq;
+          if (k < a.k) res4[2 * m + h] = *reinterpret_cast<const float4*>(rp + k);
         }
       }
     }
@@ -252,21 +265,39 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // ---- epilogue: d[4 j + 2 h + e] is row 16 w4 + gq + 8 h of the tile (output row 2 w4 + h,
     // column gq), filter 8 j + 2 tq + e ----
     if (fast) {
-      // Bias, residual, ReLU, rounded to TF32 (as the next TF32 layer reads it); one 8-byte
-      // store a pair.
+      // Bias first (in the accumulators' layout); then the swap of pairs between lanes tq and
+      // tq ^ 1 (the even lane sends its pair of filter group 2 m + 1 and receives its neighbour's
+      // of group 2 m, the odd lane the other way round); then the residual, ReLU and the rounding
+      // to TF32 (as the next TF32 layer reads it). Every lane shuffles (the stores below are
+      // guarded, the shuffles are not).
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int p = tp.p0 + 2 * w4 + h, q = tp.q0 + gq;
-        if (p >= a.p || q >= a.q) continue;
-        float* const yp = op.y + ((size_t(tp.n) * a.p + p) * size_t(a.q) + q) * a.k;
+        const bool inside = p < a.p && q < a.q;
+        float* const yp =
+            op.y + ((size_t(tp.n) * a.p + (inside ? p : 0)) * size_t(a.q) + (inside ? q : 0)) * a.k;
 #pragma unroll
-        for (int j = 0; j < T::kBN / 8; ++j) {
-          const int k = 8 * j + 2 * tq;
-          if (k >= a.k) continue;
-          float v0 = d[4 * j + 2 * h] + bias16[2 * j] + res[2 * j + h].x;
-          float v1 = d[4 * j + 2 * h + 1] + bias16[2 * j + 1] + res[2 * j + h].y;
-          if (grp.relu) v0 = fmaxf(v0, 0.f), v1 = fmaxf(v1, 0.f);
-          *reinterpret_cast<float2*>(yp + k) = make_float2(round_tf32(v0), round_tf32(v1));
+        for (int m = 0; m < T::kBN / 16; ++m) {
+          const int j0 = 2 * m, j1 = 2 * m + 1;
+          const float2 p0 = make_float2(d[4 * j0 + 2 * h] + bias16[2 * j0],
+                                        d[4 * j0 + 2 * h + 1] + bias16[2 * j0 + 1]);
+          const float2 p1 = make_float2(d[4 * j1 + 2 * h] + bias16[2 * j1],
+                                        d[4 * j1 + 2 * h + 1] + bias16[2 * j1 + 1]);
+          const float2 send = jodd ? p0 : p1;
+          const float rx = __shfl_xor_sync(0xffffffffu, send.x, 1);
+          const float ry = __shfl_xor_sync(0xffffffffu, send.y, 1);
+          float4 v = jodd ? make_float4(rx, ry, p1.x, p1.y) : make_float4(p0.x, p0.y, rx, ry);
+          const float4 r = res4[2 * m + h];
+          v.x += r.x, v.y += r.y, v.z += r.z, v.w += r.w;
+          if (grp.relu) {
+            v.x = fmaxf(v.x, 0.f), v.y = fmaxf(v.y, 0.f), v.z = fmaxf(v.z, 0.f),
+            v.w = fmaxf(v.w, 0.f);
+          }
+          const int k = 8 * (2 * m + jodd) + kq;
+          if (inside && k < a.k) {
+            *reinterpret_cast<float4*>(yp + k) =
+                make_float4(round_tf32(v.x), round_tf32(v.y), round_tf32(v.z), round_tf32(v.w));
+          }
         }
       }
     } else {
