@@ -44,7 +44,7 @@
 //    consecutive filters, and a warp's load or store is 8 pixels x 64 bytes: half the
 //    instructions and wavefronts. Predicted: the epilogue's share of the pipe from 30 to about 15
 //    points, l1 from 1.02 to 0.93-0.97 ms. Measured (one build, both forms, two rounds each, H200):
-//    l1's eight convolutions 1.027 / 1.026 to 0.990 / 0.990 ms (255 to 265 TFLOP/s), 4%; the TF32
+//    l1's eight convolutions 1.027 / 1.026 to 0.990 / 0.990 ms (260 to 270 TFLOP/s), 4%; the TF32
 //    network at N = 32 on two streams 3.740 to 3.691 ms.
 // Costs: sm_90a only; 3x3 filters, stride 1 and dilation 1 (any padding); C <= 64 and a multiple
 // of 4, K <= 64 (channels and filters past them are zeros in shared memory); tiles of 8 x 8 pixels

@@ -151,7 +151,9 @@ for b in "${builds[@]}"; do
     # One log, and one summary line in ctest's words for the parts together.
     {
       cat "$dir"/ctest.part-*.log
-      awk '/tests passed, [0-9]+ tests? failed out of/ { f += $4; n += $NF }
+      # ctest writes "100% tests passed out of N" when none failed (some versions add ", 0 tests
+      # failed"), and "P% tests passed, F tests failed out of N" otherwise.
+      awk '/tests passed.* out of [0-9]+$/ { n += $NF; if ($0 ~ /tests? failed/) f += $4 }
            END { if (n > 0) printf "%d%% tests passed, %d tests failed out of %d (GPU tests on %d GPUs)\n",
                  int(100 * (n - f) / n), f, n, '"${#gpu_list[@]}"' }' "$dir"/ctest.part-*.log
     } >"$dir/ctest.log"
