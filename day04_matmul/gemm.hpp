@@ -147,6 +147,10 @@ void gemm_v16_wgmma_fp8_persistent(GemmShape, const __nv_fp8_e4m3*, const __nv_f
 // v18: v16 with the tiles in grouped order (bands of 8 tile rows, each column by column) (sm_90a).
 void gemm_v18_wgmma_fp8_grouped(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                                 const float*, __nv_bfloat16*, cudaStream_t);
+// v19: v18 with its descriptors advanced by adds and its stage and phase as wrapping counters
+// (sm_90a).
+void gemm_v19_wgmma_fp8_lean(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
+                             const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
 // to 8 algorithms, times each with the project's timer and keeps the fastest. Throws

@@ -237,6 +237,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "tiles in flight share rows of A and columns of B^T in L2",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v18_wgmma_fp8_grouped, gemm_fp8_refusal},
+          {"v19_wgmma_fp8_lean",
+           "v18 with less bookkeeping in its main loop: shared-memory descriptors built once and "
+           "advanced by adds, stage and phase as wrapping counters",
+           P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
+           gemm_v19_wgmma_fp8_lean, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,
