@@ -216,6 +216,13 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
   d |= uint64_t(1) << 62;
   return d;
 }
+// The descriptor `off16` x 16 bytes further on in shared memory than `base`: the start address is
+// the low 14 bits (address / 16), and no shared-memory address (under 228 KB) carries past them,
+// so the add stays in the low word and the high word (strides, swizzle) is base's, which the
+// compiler keeps as a constant where base comes from make_desc.
+__device__ __forceinline__ uint64_t desc_at(uint64_t base, uint32_t off16) {
+  return (base & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(base) + off16);
+}
 // The same descriptor with no swizzle (layout type 0 in bits 62-63): the operand is built of core
 // matrices of 8 rows x 16 bytes, each 128 contiguous bytes (row i at +16 i). For a K-major operand
 // LBO is the distance between two core matrices along k, SBO the distance between two along M (or

@@ -470,7 +470,15 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
   // compiler drops the divisions and the branches below.
   const int splits = kSplit != SplitPath::kNone ? sk.splits : 1;
   const int tiles = tiles_m * tiles_n;
-  int it = 0;
+  // The descriptors of stage 0, k-step 0 (this warpgroup's 64 A rows, and B); stage st and k-step
+  // kk are st x kStageBytes + 32 kk bytes further on, and a descriptor's low 14 bits are the
+  // address / 16, so each multiply's pair is two 32-bit adds away (desc_at), not rebuilt from an
+  // address.
+  // The stage and its phase are counters that wrap, not it % kStages and it / kStages.
+  const uint64_t desc_a0 = make_desc(sm.a(0) + wg * 64 * 128, 16, 1024);
+  const uint64_t desc_b0 = make_desc(sm.b(0), 16, 1024);
+  int st = 0, prev_st = 0;  // the stage of the block's next slab, and of the one before it
+  uint32_t phase = 0;       // the phase of st's barriers that the next slab completes
   for (int unit = blockIdx.x; unit < tiles * splits; unit += gridDim.x) {
     const int tile = unit / splits, split = unit - tile * splits;
     const int m_tile = tile / tiles_n;
@@ -479,25 +487,26 @@ __device__ __forceinline__ void consume_tiles(const nhwc::Params& g,
     float d[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) d[i] = 0.f;
-    for (int t = slabs.begin; t < slabs.end; ++t, ++it) {
-      const int st = it % kStages;
-      mbar_wait(&sm.full[st], (it / kStages) & 1);  // slab it's A and B have landed
+    for (int t = slabs.begin; t < slabs.end; ++t) {
+      mbar_wait(&sm.full[st], phase);  // the slab's A and B have landed
       if constexpr (kAFromGenericProxy) fence_proxy_async_smem();
       fence();  // wgmma.fence: the accumulator registers, before this slab's multiplies
       // 4 k-steps: each is 32 bytes further inside every 128-byte row (the swizzle is applied by
       // the hardware on the address); this warpgroup's 64 A rows start 8 KB into the A tile.
+      const uint32_t stage_off = uint32_t(st * (C::kStageBytes >> 4));
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        const uint64_t da = make_desc(sm.a(st) + wg * 64 * 128 + kk * 32, 16, 1024);
-        const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
-        wgmma_kstep<typename C::T, kBN>(d, da, db);
+        const uint32_t off = stage_off + 2 * kk;  // + 32 kk bytes
+        wgmma_kstep<typename C::T, kBN>(d, desc_at(desc_a0, off), desc_at(desc_b0, off));
       }
       commit();
       wait<1>();  // the previous slab's multiplies are done (this one's may still run)
-      if (t > slabs.begin) release((it - 1) % kStages);
+      if (t > slabs.begin) release(prev_st);
+      prev_st = st;
+      if (++st == kStages) st = 0, phase ^= 1;
     }
-    wait<0>();                    // the tile's last multiplies
-    release((it - 1) % kStages);  // its stage too: the producer is filling the next tile's
+    wait<0>();         // the tile's last multiplies
+    release(prev_st);  // its stage too: the producer is filling the next tile's
 
     if constexpr (kSplit == SplitPath::kWorkspace) {
       __shared__ int last_split;  // whether this block brought the tile's last partial sum
@@ -747,23 +756,33 @@ __device__ __forceinline__ int pingpong_main_loop(const Stages<C>& sm, float (&d
                                                   int it, int num_slabs, int a_half, int wg,
                                                   int lane) {
   using namespace day04::wgmma;
+  // As consume_tiles: the descriptors of stage 0 advanced by adds, the stage and phase wrapping
+  // counters (one division for the tile, none per slab).
+  uint64_t desc_a0[kHalves];
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+    desc_a0[h] = make_desc(sm.a(0) + (kHalves == 2 ? h : a_half) * 64 * 128, 16, 1024);
+  }
+  const uint64_t desc_b0 = make_desc(sm.b(0), 16, 1024);
+  int st = it % C::kStages, prev_st = 0;
+  uint32_t phase = (it / C::kStages) & 1;
   for (int t = 0; t < num_slabs; ++t, ++it) {
-    const int st = it % C::kStages;
-    mbar_wait(&sm.full[st], (it / C::kStages) & 1);
+    mbar_wait(&sm.full[st], phase);
     fence();
+    const uint32_t stage_off = uint32_t(st * (C::kStageBytes >> 4));
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t db = make_desc(sm.b(st) + kk * 32, 16, 1024);
+      const uint32_t off = stage_off + 2 * kk;  // + 32 kk bytes
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        const int rows = kHalves == 2 ? h : a_half;
-        const uint64_t da = make_desc(sm.a(st) + rows * 64 * 128 + kk * 32, 16, 1024);
-        wgmma_kstep<typename C::T, C::kBN>(d[h], da, db);
+        wgmma_kstep<typename C::T, C::kBN>(d[h], desc_at(desc_a0[h], off), desc_at(desc_b0, off));
       }
     }
     commit();
     wait<1>();
-    if (t > 0) release_stage(sm, (it - 1) % C::kStages, lane);
+    if (t > 0) release_stage(sm, prev_st, lane);
+    prev_st = st;
+    if (++st == C::kStages) st = 0, phase ^= 1;
   }
   // Every multiply of the tile is issued: the other warpgroup may start its next tile's.
   __syncwarp();
