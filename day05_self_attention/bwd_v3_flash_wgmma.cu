@@ -224,6 +224,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const float scale_log2 = scale * kLog2e;
   const uint8_t* skw = sk + wg * 64 * 128;  // the warpgroup's 64 key rows inside each K box
   const uint8_t* svw = sv + wg * 64 * 128;
+  // Shared-memory descriptors are built once from a base and moved by 32-bit adds (desc_at: the
+  // start address is the low 14 bits, address / 16), not rebuilt from an address for every wgmma.
+  const uint64_t desc_kw = make_desc(skw, 16, 1024), desc_vw = make_desc(svw, 16, 1024);
+  const uint64_t desc_k_mn = make_desc(sk, C::kKVBox, 1024);  // K read MN-major (dQ's B)
 
   float dva[kD / 2], dka[kD / 2];  // dV_w, dK_w: 64 keys x kD per warpgroup
 #pragma unroll
@@ -297,6 +301,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const uint8_t* sdot = sdo + st * C::kQBytes;
     uint8_t* sdst = sds + (n % 2) * C::kDsBytes;
     mbar_wait(&full[st], (n / kStages) & 1);  // tile n's Q, dO, lse and D_i have landed
+    const uint64_t desc_qt = make_desc(sqt, 16, 1024), desc_dot = make_desc(sdot, 16, 1024);
+    const uint64_t desc_qt_mn = make_desc(sqt, C::kQBox, 1024);
+    const uint64_t desc_dot_mn = make_desc(sdot, C::kQBox, 1024);
 
     // ---- S^T = K_w Q_i^T and dP^T = V_w dO_i^T: a k-step of 16 d is 32 bytes further inside
     // each 128-byte row, the next box after 4 steps; SBO = 1024 bytes per 8 rows ----
@@ -304,15 +311,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const int off = (kk % 4) * 32;
-      wgmma_m64n64k16_bf16_ss(sacc, make_desc(skw + (kk / 4) * C::kKVBox + off, 16, 1024),
-                              make_desc(sqt + (kk / 4) * C::kQBox + off, 16, 1024), kk > 0);
+      wgmma_m64n64k16_bf16_ss(sacc, desc_at(desc_kw, ((kk / 4) * C::kKVBox + off) >> 4),
+                              desc_at(desc_qt, ((kk / 4) * C::kQBox + off) >> 4), kk > 0);
     }
     commit();  // group: S^T
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       const int off = (kk % 4) * 32;
-      wgmma_m64n64k16_bf16_ss(pacc, make_desc(svw + (kk / 4) * C::kKVBox + off, 16, 1024),
-                              make_desc(sdot + (kk / 4) * C::kQBox + off, 16, 1024), kk > 0);
+      wgmma_m64n64k16_bf16_ss(pacc, desc_at(desc_vw, ((kk / 4) * C::kKVBox + off) >> 4),
+                              desc_at(desc_dot, ((kk / 4) * C::kQBox + off) >> 4), kk > 0);
     }
     commit();  // group: dP^T
 
@@ -339,7 +346,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     fence();
 #pragma unroll
     for (int kk = 0; kk < kBQ / 16; ++kk) {
-      const uint64_t b = make_desc(sdot + kk * 2048, C::kQBox, 1024);
+      const uint64_t b = desc_at(desc_dot_mn, kk * (2048 >> 4));
       if constexpr (kD == 128) {
         wgmma_m64n128k16_bf16_rs(dva, pa[kk], b);
       } else {
@@ -363,7 +370,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       fence();
 #pragma unroll
       for (int kk = 0; kk < kBQ / 16; ++kk) {
-        const uint64_t bq = make_desc(sqt + kk * 2048, C::kQBox, 1024);
+        const uint64_t bq = desc_at(desc_qt_mn, kk * (2048 >> 4));
         if constexpr (kD == 128) {
           wgmma_m64n128k16_bf16_rs(dka, da[kk], bq);
         } else {
@@ -379,12 +386,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // is written out whole, so that the compiler sees which products are still running. ----
     const int b = (wg + n) % 2;
     if (b < kBoxes) {
+      const uint64_t desc_dst = make_desc(sdst, C::kDsBytes, 1024);
+      const uint32_t box_off = uint32_t(b * (C::kKVBox >> 4));
       fence();
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
-        wgmma_m64n64k16_bf16_ss_major<1, 1>(
-            dqa, make_desc(sdst + kk * 2048, C::kDsBytes, 1024),
-            make_desc(sk + b * C::kKVBox + kk * 2048, C::kKVBox, 1024), kk > 0);
+        wgmma_m64n64k16_bf16_ss_major<1, 1>(dqa, desc_at(desc_dst, kk * (2048 >> 4)),
+                                            desc_at(desc_k_mn, box_off + kk * (2048 >> 4)), kk > 0);
       }
       commit();  // group: dQ
       issue_dk();
