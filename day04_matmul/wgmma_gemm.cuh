@@ -75,18 +75,23 @@ __device__ __forceinline__ void issue_ktile(uint8_t* stage, const CUtensorMap* m
 // Warpgroup wg's multiplies of one k-tile (issued, not waited for): d += A[wg's 64 rows] * B.
 template <typename E>
 __device__ __forceinline__ void mma_ktile(float (&d)[128], const uint8_t* stage, int wg) {
+  // The k-tile's two base descriptors; each k-step's is a 32-bit add away (desc_at: the start
+  // address is the low 14 bits, address / 16), not rebuilt from an address.
+  // A: this warpgroup's 64 rows (8 KB further for warpgroup 1); each k-step is 32 bytes further
+  // inside every 128-byte row; SBO = 1024 B between groups of 8 rows.
+  const uint64_t da0 = make_desc(stage + wg * 64 * 128, 16, 1024);
+  // B in BF16, N-major: a k-step is 16 k-rows = 2048 B further; LBO = 8192 B to the next
+  // 64-column box, SBO = 1024 B between groups of 8 k-rows. In TF32, K-major like A: 256 rows of
+  // 128 bytes, a k-step is 32 bytes further in each row.
+  constexpr bool kBf16 = std::is_same_v<E, Bf16>;
+  const uint64_t db0 = make_desc(stage + kABytes, kBf16 ? 8192 : 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < E::kBK / E::kKStep; ++kk) {
-    // A: this warpgroup's 64 rows (8 KB further for warpgroup 1); each k-step is 32 bytes
-    // further inside every 128-byte row; SBO = 1024 B between groups of 8 rows.
-    const uint64_t da = make_desc(stage + wg * 64 * 128 + kk * 32, 16, 1024);
-    if constexpr (std::is_same_v<E, Bf16>) {
-      // B, N-major: a k-step is 16 k-rows = 2048 B further; LBO = 8192 B to the next
-      // 64-column box, SBO = 1024 B between groups of 8 k-rows.
-      wgmma_m64n256k16_bf16(d, da, make_desc(stage + kABytes + kk * 2048, 8192, 1024));
+    const uint64_t da = desc_at(da0, kk * (32 >> 4));
+    if constexpr (kBf16) {
+      wgmma_m64n256k16_bf16(d, da, desc_at(db0, kk * (2048 >> 4)));
     } else {
-      // B, K-major like A: 256 rows of 128 bytes, a k-step is 32 bytes further in each row.
-      wgmma_m64n256k8_tf32(d, da, make_desc(stage + kABytes + kk * 32, 16, 1024));
+      wgmma_m64n256k8_tf32(d, da, desc_at(db0, kk * (32 >> 4)));
     }
   }
 }
