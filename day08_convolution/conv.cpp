@@ -283,7 +283,7 @@ const std::vector<Conv2dVariant>& conv2d_variants() {
           {"v13_halo_wgmma_tf32_nhwc",
            "v12 on fp32 NHWC as TF32: 147 KB of resident filters, each halo in two 32-channel TMA "
            "copies, one stage per consumer warpgroup, each half handed back once its multiplies "
-           "are done",
+           "are done; the fused epilogue 16 bytes a thread after a pair swap by shuffle",
            P::kTf32, nullptr, false, "cudnn_tf32_nhwc", nullptr, false, v13_refusal, 1,
            gpu100::ArchNeed::kSm90a, "", v13_f32_nhwc},
           // cuDNN's Find may pick a Winograd or FFT algorithm, whose fp32 error is about 10x that
