@@ -151,6 +151,10 @@ void gemm_v18_wgmma_fp8_grouped(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_
 // (sm_90a).
 void gemm_v19_wgmma_fp8_lean(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                              const float*, __nv_bfloat16*, cudaStream_t);
+// v20: v19 with its epilogue off the tensor cores' path: the next tile's first k-tile issued
+// before it, the outputs written through shared memory by the TMA (sm_90a).
+void gemm_v20_wgmma_fp8_epilogue(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*,
+                                 const float*, const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER. The first call for a shape asks the heuristic for up
 // to 8 algorithms, times each with the project's timer and keeps the fastest. Throws

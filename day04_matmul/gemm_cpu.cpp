@@ -242,6 +242,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "advanced by adds, stage and phase as wrapping counters",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v19_wgmma_fp8_lean, gemm_fp8_refusal},
+          {"v20_wgmma_fp8_epilogue",
+           "v19 with its epilogue off the tensor cores' path: the next tile's first k-tile issued "
+           "before it, the outputs written through shared memory by the TMA",
+           P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
+           gemm_v20_wgmma_fp8_epilogue, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,
            nullptr, true, ""},
           {"cublas_tf32", "library: cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32", P::kTf32,

@@ -1,0 +1,291 @@
+// GEMM v20 (FP8 e4m3), gemm_v20_wgmma_fp8_epilogue.cu: v19 with its epilogue off the tensor
+// cores' path. TRIAL FORM: GPU100_V20 = 0..3 picks (early issue, TMA store) for an A/B.
+//  - early issue: the next tile's first k-tile goes to the tensor cores before this tile's
+//    epilogue, so the stores run beside a k-tile's products instead of after them.
+//  - TMA store: the outputs go to shared memory (stmatrix, 16 KB a warpgroup in the 128-byte
+//    swizzle) and one thread's TMA copy writes them, clipped at the edges; N % 8 == 0 only.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+#include "common/arch.cuh"
+#include "common/arch.hpp"
+#include "common/cuda_check.hpp"
+#include "common/math.hpp"
+#include "gemm.hpp"
+#include "mma.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+#include "wgmma_gemm.cuh"
+
+#if !GPU100_SM90A_CODE
+#pragma nv_diag_suppress 177  // this target compiles the kernel body out, leaving its constants
+#endif
+
+namespace day04 {
+
+namespace {
+
+using namespace day04::wgmma;
+
+constexpr int kBM = 128, kBN = 128;
+constexpr int kBK = 128;    // k per stage: 128 e4m3 = one 128-byte swizzled row
+constexpr int kKStep = 32;  // k per wgmma (32 bytes inside the row)
+constexpr int kStages = 6, kThreads = 384;
+constexpr int kGroupRows = 8;       // tile rows per band of the grouped order: 1024 rows of C
+constexpr int kABytes = kBM * kBK;  // 16 KB
+constexpr int kBBytes = kBN * kBK;  // 16 KB of B^T: 128 rows (n) of 128 bytes of k
+constexpr int kStageBytes = kABytes + kBBytes;
+constexpr int kOutBytes = 64 * kBN * 2;  // a warpgroup's 64 x 128 bf16 outputs: two 64 x 64 boxes
+constexpr size_t kSmemBytes =
+    size_t(kStages) * kStageBytes + 2 * kOutBytes + 1024 /* alignment slack */ + 128;
+static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
+
+// The byte offset of 16-byte chunk j of row r in a box of 128-byte rows, 128-byte swizzle.
+__device__ __forceinline__ int swizzle128(int r, int j) {
+  return r * 128 + ((j ^ (r & 7)) << 4);
+}
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // (40 + 2 x 232) x 128 <= 64 K
+
+// One block per SM, looping over the 128 x 128 output tiles (tile blockIdx.x, then + gridDim.x,
+// ...). Warpgroups 0 and 1 consume (rows 64 wg .. 64 wg + 63 of the tile), warpgroup 2 produces.
+template <bool kEarly, bool kTma>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_v20_kernel(int m, int n, int k, const float* __restrict__ scale_a,
+                    const float* __restrict__ scale_b, __nv_bfloat16* __restrict__ c,
+                    const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_bt,
+                    const __grid_constant__ CUtensorMap map_c) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes: stages start on a 1024-byte boundary.
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* const out_stage = smem + kStages * kStageBytes;  // + wg x kOutBytes
+  uint64_t* full = reinterpret_cast<uint64_t*>(out_stage + 2 * kOutBytes);
+  uint64_t* empty = full + kStages;
+
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32;
+  const int tiles_m = gpu100::ceil_div(m, kBM), tiles_n = gpu100::ceil_div(n, kBN);
+  const int num_tiles = tiles_m * tiles_n;
+  const int num_ktiles = gpu100::ceil_div(k, kBK);  // the last one zero-filled past K by TMA
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);   // the producer's expect_tx arrival
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the only block-wide barrier: the producer warpgroup leaves below
+
+  // The g-th k-tile this block handles (counted across its tiles) uses stage g % kStages, in
+  // phase g / kStages of that stage's barriers.
+  if (wg == 2) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if (tid == 256) {
+      int g = 0;
+      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, kGroupRows);
+        const int row0 = tc.x * kBM, col0 = tc.y * kBN;
+        for (int t = 0; t < num_ktiles; ++t, ++g) {
+          const int s = g % kStages;
+          if (g >= kStages) mbar_wait(&empty[s], (g / kStages - 1) & 1);  // all 8 warps done
+          uint8_t* stage = smem + s * kStageBytes;
+          mbar_expect_tx(&full[s], kStageBytes);  // whole boxes count, zero-filled parts too
+          tma_load_2d(stage, &map_a, t * kBK, row0, &full[s]);
+          tma_load_2d(stage + kABytes, &map_bt, t * kBK, col0, &full[s]);
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+
+  const float scale = *scale_a * *scale_b;  // read once, long before the epilogue needs it
+  float acc[64], d0[64], d1[64];            // the promoted fp32 sum; two wgmma accumulators
+  // The descriptors of stage 0, k-step 0: this warpgroup's 64 rows of A, and all of B^T.
+  const uint64_t desc_a0 = make_desc(smem + wg * 64 * 128, 16, 1024);
+  const uint64_t desc_b0 = make_desc(smem + kABytes, 16, 1024);
+  int issue_stage = 0, release_stage = 0;  // of the next k-tile to issue, and to release
+  uint32_t issue_phase = 0;
+  // Issue the next k-tile's 4 wgmma into d (v14's products: both operands K-major; kk == 0
+  // starts d from zero).
+  auto issue = [&](float(&d)[64]) {
+    mbar_wait(&full[issue_stage], issue_phase);  // the k-tile has landed
+    fence();  // d was read by the adds below: order those reads before the wgmma writes it
+    const uint64_t stage_off = uint64_t(issue_stage * (kStageBytes >> 4));
+#pragma unroll
+    for (int kk = 0; kk < kBK / kKStep; ++kk) {
+      const uint64_t kk_off = stage_off + uint64_t(kk * (kKStep >> 4));
+      wgmma_m64n128k32_e4m3_ss(d, desc_a0 + kk_off, desc_b0 + kk_off, kk > 0);
+    }
+    commit();
+    if (++issue_stage == kStages) issue_stage = 0, issue_phase ^= 1;
+  };
+  // The oldest k-tile in flight is complete (its products in d): release its stage, promote d
+  // into acc.
+  auto retire = [&](const float(&d)[64]) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[release_stage]);  // the producer may refill it
+    if (++release_stage == kStages) release_stage = 0;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] += d[i];
+  };
+  const int warp_in_wg = (tid % 128) / 32;
+  // A tile's k-tiles, its first already issued into d0. They alternate between d0 (even t) and
+  // d1 (odd t); wait<1> leaves only the newest group running, so the older one is complete when
+  // it is promoted.
+  auto main_loop = [&] {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+    int t = 1;
+    for (; t + 1 < num_ktiles; t += 2) {
+      issue(d1);
+      wait<1>();
+      retire(d0);
+      issue(d0);
+      wait<1>();
+      retire(d1);
+    }
+    if (t < num_ktiles) {  // an even count: one k-tile left for d1
+      issue(d1);
+      wait<1>();
+      retire(d0);
+      wait<0>();
+      retire(d1);
+    } else {  // an odd count: the last k-tile is in d0
+      wait<0>();
+      retire(d0);
+    }
+  };
+  auto epilogue = [&](int tile) {
+    const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, kGroupRows);
+    const int row0 = tc.x * kBM, col0 = tc.y * kBN;
+    if constexpr (kTma) {
+      // The staging box is free once the previous tile's store has read it.
+      uint8_t* const stage = out_stage + wg * kOutBytes;
+      if (tid % 128 == 0) bulk_wait_read_all();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+      // stmatrix: lanes 8 mi .. 8 mi + 7 address rows (mi % 2) x 8 + lane % 8 of the warp's 16,
+      // 16-byte chunk 2 p + mi / 2; register q holds row lane / 4 + 8 (q % 2), columns 16 p +
+      // 8 (q / 2) + 2 (lane % 4) and + 1, i.e. acc[4 (2 p + q / 2) + 2 (q % 2) + {0, 1}].
+      const int mi = lane / 8, row = 16 * warp_in_wg + (mi % 2) * 8 + lane % 8;
+#pragma unroll
+      for (int p = 0; p < kBN / 16; ++p) {
+        const int chunk = 2 * p + mi / 2;  // of the 16 in a row: box chunk / 8, chunk % 8 inside
+        uint32_t out[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int i = 4 * (2 * p + q / 2) + 2 * (q % 2);
+          __nv_bfloat162 v = __floats2bfloat162_rn(scale * acc[i], scale * acc[i + 1]);
+          out[q] = *reinterpret_cast<uint32_t*>(&v);
+        }
+        day04::mma::stmatrix_x4(stage + (chunk / 8) * (kOutBytes / 2) + swizzle128(row, chunk % 8),
+                                out);
+      }
+      fence_proxy_async_smem();  // the stores, before the TMA (async proxy) reads them
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+      if (tid % 128 == 0) {
+        tma_store_2d(&map_c, stage, col0, row0 + wg * 64);
+        tma_store_2d(&map_c, stage + kOutBytes / 2, col0 + 64, row0 + wg * 64);
+        bulk_commit();
+      }
+    } else {
+      // Register 4j + {0, 1} holds row lane / 4 of this warp's 16 rows, columns 8j + 2 (lane % 4)
+      // + {0, 1}; registers 4j + {2, 3} the same columns 8 rows further down. A column pair is one
+      // 4-byte bf16x2 store when N is even (col is even, so col < n means col + 1 < n).
+      const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
+      const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 4 == 0;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const int col = col0 + 8 * j + 2 * (lane % 4);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = rbase + 8 * h;
+          if (row >= m || col >= n) continue;
+          __nv_bfloat16* out = c + size_t(row) * n + col;
+          const float v0 = scale * acc[4 * j + 2 * h], v1 = scale * acc[4 * j + 2 * h + 1];
+          if (pairs) {
+            *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
+          } else {
+            out[0] = __float2bfloat16_rn(v0);
+            if (col + 1 < n) out[1] = __float2bfloat16_rn(v1);
+          }
+        }
+      }
+    }
+  };
+  if constexpr (kEarly) {
+    // The next tile's first k-tile goes to the tensor cores before this tile's epilogue. The last
+    // tile is peeled off: a wgmma issued under a condition would make ptxas serialise them all.
+    if (int(blockIdx.x) < num_tiles) {
+      issue(d0);
+      int tile = blockIdx.x;
+      for (; tile + int(gridDim.x) < num_tiles; tile += gridDim.x) {
+        main_loop();
+        issue(d0);
+        epilogue(tile);
+      }
+      main_loop();
+      epilogue(tile);
+    }
+  } else {
+    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      issue(d0);
+      main_loop();
+      epilogue(tile);
+    }
+  }
+  if (kTma && tid % 128 == 0) bulk_wait_all();  // the last store has read shared memory
+#else
+  (void)m, (void)n, (void)k, (void)scale_a, (void)scale_b, (void)c, (void)map_a, (void)map_bt,
+      (void)map_c;
+#endif
+}
+
+template <bool kEarly, bool kTma>
+void launch_v20(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t, const float* scale_a,
+                const float* scale_b, __nv_bfloat16* c, cudaStream_t stream) {
+  static const int num_sms = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_v20_kernel<kEarly, kTma>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  const int64_t tiles = int64_t(gpu100::ceil_div(s.m, kBM)) * gpu100::ceil_div(s.n, kBN);
+  const unsigned blocks = unsigned(std::min<int64_t>(tiles, num_sms));  // one block per SM
+  // Without the TMA store the map is never read: any valid map stands in for it.
+  const CUtensorMap map_c =
+      kTma ? make_tma_map_2d(c, s.m, s.n, 64, 64) : make_tma_map_2d(a, s.m, s.k, kBM, kBK);
+  gemm_v20_kernel<kEarly, kTma><<<blocks, kThreads, kSmemBytes, stream>>>(
+      s.m, s.n, s.k, scale_a, scale_b, c, make_tma_map_2d(a, s.m, s.k, kBM, kBK),
+      make_tma_map_2d(b_t, s.n, s.k, kBN, kBK), map_c);
+  CUDA_CHECK_LAST();
+}
+
+}  // namespace
+
+void gemm_v20_wgmma_fp8_epilogue(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t,
+                                 const float* scale_a, const float* scale_b, __nv_bfloat16* c,
+                                 cudaStream_t stream) {
+  check_gemm_fp8_args(s, a, b_t, scale_a, scale_b, c);  // before any CUDA call
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v20_wgmma_fp8_epilogue");
+  static const int mode = [] {
+    const char* e = std::getenv("GPU100_V20");
+    return e != nullptr ? std::atoi(e) : 3;
+  }();
+  const bool early = mode & 1;
+  const bool tma = (mode & 2) && s.n % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+  if (early && tma) return launch_v20<true, true>(s, a, b_t, scale_a, scale_b, c, stream);
+  if (early) return launch_v20<true, false>(s, a, b_t, scale_a, scale_b, c, stream);
+  if (tma) return launch_v20<false, true>(s, a, b_t, scale_a, scale_b, c, stream);
+  launch_v20<false, false>(s, a, b_t, scale_a, scale_b, c, stream);
+}
+
+}  // namespace day04
