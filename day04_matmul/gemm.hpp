@@ -151,8 +151,7 @@ void gemm_v18_wgmma_fp8_grouped(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_
 // (sm_90a).
 void gemm_v19_wgmma_fp8_lean(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*, const float*,
                              const float*, __nv_bfloat16*, cudaStream_t);
-// v20: v19 with its epilogue off the tensor cores' path: the next tile's first k-tile issued
-// before it, the outputs written through shared memory by the TMA (sm_90a).
+// v20: v19 with its outputs written through shared memory by the TMA, where N % 8 == 0 (sm_90a).
 void gemm_v20_wgmma_fp8_epilogue(GemmShape, const __nv_fp8_e4m3*, const __nv_fp8_e4m3*,
                                  const float*, const float*, __nv_bfloat16*, cudaStream_t);
 // The library row: cublasLtMatmul, e4m3 A and B, CUBLAS_COMPUTE_32F, bf16 D, the scales through

@@ -243,8 +243,8 @@ const std::vector<GemmVariant>& gemm_variants() {
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v19_wgmma_fp8_lean, gemm_fp8_refusal},
           {"v20_wgmma_fp8_epilogue",
-           "v19 with its epilogue off the tensor cores' path: the next tile's first k-tile issued "
-           "before it, the outputs written through shared memory by the TMA",
+           "v19 with its outputs written through shared memory by the TMA (stmatrix into a "
+           "swizzled staging tile, one copy per 64 x 64 box) while the next tile starts",
            P::kFp8, nullptr, nullptr, false, "cublaslt_fp8", A::kSm90a, nullptr, "",
            gemm_v20_wgmma_fp8_epilogue, gemm_fp8_refusal},
           {"cublas_sgemm", "library: cublasSgemm, pedantic fp32 (no TF32)", P::kFp32, cublas_sgemm,

@@ -223,6 +223,12 @@ __device__ __forceinline__ uint64_t make_desc(const void* p, uint32_t lbo, uint3
 __device__ __forceinline__ uint64_t desc_at(uint64_t base, uint32_t off16) {
   return (base & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(base) + off16);
 }
+// The byte offset of 16-byte chunk j of row r in a tile of 128-byte rows in the 128-byte swizzle
+// (the chunk index XOR the row's position in its group of 8), the layout TMA reads and writes with
+// CU_TENSOR_MAP_SWIZZLE_128B.
+__device__ __forceinline__ int swizzle128(int r, int j) {
+  return r * 128 + ((j ^ (r & 7)) << 4);
+}
 // The same descriptor with no swizzle (layout type 0 in bits 62-63): the operand is built of core
 // matrices of 8 rows x 16 bytes, each 128 contiguous bytes (row i at +16 i). For a K-major operand
 // LBO is the distance between two core matrices along k, SBO the distance between two along M (or

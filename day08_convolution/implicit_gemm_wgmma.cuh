@@ -115,9 +115,7 @@ struct Config {
 };
 
 // The byte offset of 16-byte chunk j of row r in a tile of 128-byte rows, 128-byte swizzle.
-__device__ __forceinline__ int swizzle128(int r, int j) {
-  return r * 128 + ((j ^ (r & 7)) << 4);
-}
+using day04::wgmma::swizzle128;
 
 // Two bf16 outputs of a staged epilogue (store_staged below, and v12's): the sums v0 and v1 with
 // their biases added, plus (when residual) the residual pair held in res as ldmatrix gave it, the
