@@ -12,7 +12,7 @@
 //    tile. It waits for the copy only when the staging tile is needed again, a tile later.
 //  - Measured in one build against v19 (an H200, two rounds each, results/h200/profiles.txt):
 //    4096^3 1141 -> 1315 TFLOP/s, 8192^3 1256 -> 1455, 4096 x 14336 x 4096 1216 -> 1418, 16384 x
-//    6144 x 4096 1226 -> 1436: 13-16%, 0.98-1.03x cuBLASLt in the same runs.
+//    6144 x 4096 1226 -> 1436: 15-17%, 0.97-1.03x cuBLASLt in the same runs.
 // What it costs: 32 KB of shared memory (6 stages still fit: 224 KB), and the TMA's rule that a
 // row of C is a whole number of 16 bytes: N % 8 == 0 and C 16-byte aligned. Other shapes take
 // v19's register epilogue.
