@@ -24,6 +24,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "fp8_gemm.cuh"
 #include "gemm.hpp"
 #include "tma.hpp"
 #include "wgmma.cuh"
@@ -38,15 +39,7 @@ namespace {
 
 using namespace day04::wgmma;
 
-constexpr int kBM = 128, kBN = 128;
-constexpr int kBK = 128;    // k per stage: 128 e4m3 = one 128-byte swizzled row
-constexpr int kKStep = 32;  // k per wgmma (32 bytes inside the row)
-constexpr int kStages = 6, kThreads = 384;
-constexpr int kABytes = kBM * kBK;  // 16 KB
-constexpr int kBBytes = kBN * kBK;  // 16 KB of B^T: 128 rows (n) of 128 bytes of k
-constexpr int kStageBytes = kABytes + kBBytes;
-constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024 /* alignment slack */ + 128;
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // (40 + 2 x 232) x 128 <= 64 K
+using namespace day04::fp8_gemm;  // the tile and pipeline sizes
 
 // One block per 128 x 128 output tile (blockIdx.x along N, blockIdx.y along M). Warpgroups 0 and
 // 1 consume (rows 64 wg .. 64 wg + 63 of the tile), warpgroup 2 produces.

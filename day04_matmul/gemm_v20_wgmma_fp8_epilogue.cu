@@ -27,6 +27,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "fp8_gemm.cuh"
 #include "gemm.hpp"
 #include "mma.cuh"
 #include "tma.hpp"
@@ -43,19 +44,13 @@ namespace {
 
 using namespace day04::wgmma;
 
-constexpr int kBM = 128, kBN = 128;
-constexpr int kBK = 128;    // k per stage: 128 e4m3 = one 128-byte swizzled row
-constexpr int kKStep = 32;  // k per wgmma (32 bytes inside the row)
-constexpr int kStages = 6, kThreads = 384;
-constexpr int kGroupRows = 8;       // tile rows per band of the grouped order: 1024 rows of C
-constexpr int kABytes = kBM * kBK;  // 16 KB
-constexpr int kBBytes = kBN * kBK;  // 16 KB of B^T: 128 rows (n) of 128 bytes of k
-constexpr int kStageBytes = kABytes + kBBytes;
+using namespace day04::fp8_gemm;  // the tile and pipeline sizes
+
+constexpr int kGroupRows = 8;            // tile rows per band of the grouped order: 1024 rows of C
 constexpr int kOutBytes = 64 * kBN * 2;  // a warpgroup's 64 x 128 bf16 outputs: two 64 x 64 boxes
-constexpr size_t kSmemBytes =
-    size_t(kStages) * kStageBytes + 2 * kOutBytes + 1024 /* alignment slack */ + 128;
-static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // (40 + 2 x 232) x 128 <= 64 K
+// fp8_gemm's stages and barriers, and the two warpgroups' staging tiles.
+constexpr size_t kSmemBytesStaged = kSmemBytes + 2 * kOutBytes;
+static_assert(kSmemBytesStaged <= 227 * 1024, "over the 227 KB of shared memory a block may use");
 
 // One block per SM, looping over the 128 x 128 output tiles (tile blockIdx.x, then + gridDim.x,
 // ...). Warpgroups 0 and 1 consume (rows 64 wg .. 64 wg + 63 of the tile), warpgroup 2 produces.
@@ -238,8 +233,8 @@ template <bool kTma>
 void launch(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t, const float* scale_a,
             const float* scale_b, __nv_bfloat16* c, cudaStream_t stream) {
   static const int num_sms = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_v20_kernel<kTma>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(
+        gemm_v20_kernel<kTma>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytesStaged)));
     int device = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -250,7 +245,7 @@ void launch(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t, const
   const CUtensorMap map_a = make_tma_map_2d(a, s.m, s.k, kBM, kBK);
   // Without the TMA store map_c is never read: A's map stands in for it.
   const CUtensorMap map_c = kTma ? make_tma_map_2d(c, s.m, s.n, 64, 64) : map_a;
-  gemm_v20_kernel<kTma><<<blocks, kThreads, kSmemBytes, stream>>>(
+  gemm_v20_kernel<kTma><<<blocks, kThreads, kSmemBytesStaged, stream>>>(
       s.m, s.n, s.k, scale_a, scale_b, c, map_a, make_tma_map_2d(b_t, s.n, s.k, kBN, kBK), map_c);
   CUDA_CHECK_LAST();
 }
