@@ -22,7 +22,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "common/arch.cuh"
 #include "common/arch.hpp"
@@ -59,7 +58,7 @@ static_assert(kSmemBytesStaged <= 227 * 1024, "over the 227 KB of shared memory 
 // kTma: the outputs through shared memory and map_c (64 x 64 boxes of C); else v19's stores.
 template <bool kTma>
 __global__ void __launch_bounds__(kThreads, 1)
-    gemm_v20_kernel(int m, int n, int k, int group, const float* __restrict__ scale_a,
+    gemm_v20_kernel(int m, int n, int k, const float* __restrict__ scale_a,
                     const float* __restrict__ scale_b, __nv_bfloat16* __restrict__ c,
                     const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_bt,
@@ -92,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 256) {
       produce_persistent(smem, full, empty, &map_a, &map_bt, num_tiles, num_ktiles, [&](int tile) {
-        const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, group);
+        const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, kGroupRows);
         return make_int2(tc.x * kBM, tc.y * kBN);
       });
     }
@@ -131,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 64; ++i) acc[i] += d[i];
   };
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-    const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, group);
+    const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, kGroupRows);
     const int row0 = tc.x * kBM, col0 = tc.y * kBN;
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
@@ -201,14 +200,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-int group_rows() {  // TRIAL: GPU100_V20_GROUP
-  static const int g = [] {
-    const char* e = std::getenv("GPU100_V20_GROUP");
-    return e != nullptr ? std::atoi(e) : kGroupRows;
-  }();
-  return g;
-}
-
 template <bool kTma>
 void launch(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t, const float* scale_a,
             const float* scale_b, __nv_bfloat16* c, cudaStream_t stream) {
@@ -222,8 +213,7 @@ void launch(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b_t, const
   // Without the TMA store map_c is never read: A's map stands in for it.
   const CUtensorMap map_c = kTma ? make_tma_map_2d(c, s.m, s.n, 64, 64) : map_a;
   gemm_v20_kernel<kTma><<<blocks, kThreads, kSmemBytesStaged, stream>>>(
-      s.m, s.n, s.k, group_rows(), scale_a, scale_b, c, map_a,
-      make_tma_map_2d(b_t, s.n, s.k, kBN, kBK), map_c);
+      s.m, s.n, s.k, scale_a, scale_b, c, map_a, make_tma_map_2d(b_t, s.n, s.k, kBN, kBK), map_c);
   CUDA_CHECK_LAST();
 }
 
