@@ -111,6 +111,9 @@ void gemm_v13_ordered(GemmShape s, float alpha, const __nv_bfloat16* a, const __
 // v17: v13 with its tile pairs in grouped order (bands of 4 pair rows) (sm_90a).
 void gemm_v17_wgmma_grouped_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
                                  const __nv_bfloat16* b, float beta, float* c, cudaStream_t stream);
+// v21: v17 with its outputs written through shared memory by the TMA when beta == 0 (sm_90a).
+void gemm_v21_wgmma_staged_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
+                                float beta, float*, cudaStream_t);
 // v13's row note: how it ran a shape TMA cannot describe ("" for the others).
 std::string v13_row_note(GemmShape s);
 // v11's and v12's BF16 row note: such a shape runs v10 instead ("" for the others).

@@ -216,6 +216,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "so the tiles in flight share rows of A and columns of B in L2",
            P::kBf16, nullptr, gemm_v17_wgmma_grouped_bf16, false, "cublas_bf16", A::kSm90a,
            v13_row_note},
+          {"v21_wgmma_staged_bf16",
+           "v17 with its outputs written through shared memory by the TMA (beta == 0): 4 passes of "
+           "64 columns through a 16 KB swizzled staging tile per warpgroup",
+           P::kBf16, nullptr, gemm_v21_wgmma_staged_bf16, false, "cublas_bf16", A::kSm90a,
+           v13_row_note},
           {"v14_wgmma_fp8",
            "FP8 e4m3: wgmma m64n128k32, TMA 6-stage producer/consumer, fp32 promotion every 128 "
            "of k; B given as B^T (TN)",

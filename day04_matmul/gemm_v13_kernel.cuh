@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/arch.cuh"
 #include "common/cuda_check.hpp"
@@ -32,9 +33,26 @@
 
 namespace day04::wgmma_gemm {
 
+// An Epilogue may also ask for shared memory of its own: with a member
+//   static constexpr int kStagingBytes = ...;  (a multiple of 2048, half for each warpgroup)
+// it is called as epilogue(d, row0, col0, wg, staging) with 1024-byte aligned staging space of
+// kStagingBytes / 2 for warpgroup wg, after the pipeline's stages, and every consumer thread waits
+// for its bulk copies (cp.async.bulk.wait_group 0) before the block exits.
+template <class E, class = void>
+struct StagingBytes : std::integral_constant<int, 0> {};
+template <class E>
+struct StagingBytes<E, std::void_t<decltype(E::kStagingBytes)>>
+    : std::integral_constant<int, E::kStagingBytes> {};
+// The block's shared memory: v13's pipeline, and the epilogue's staging behind its barriers.
+template <class Epilogue>
+constexpr size_t v13_smem_bytes() {
+  return StagingBytes<Epilogue>::value == 0 ? kSmemBytes
+                                            : kSmemBytes + 1024 + StagingBytes<Epilogue>::value;
+}
+
 template <class Epilogue>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
-    gemm_v13_kernel(int m, int n, int k, int group, const Epilogue epilogue,
+    gemm_v13_kernel(int m, int n, int k, int group, const __grid_constant__ Epilogue epilogue,
                     const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -44,6 +62,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
   auto stage = [&](int s) { return smem + s * kStageBytes; };
+  constexpr bool kStaged = StagingBytes<Epilogue>::value > 0;
+  uint8_t* const staging = smem + kStages * kStageBytes + 1024;  // past the barriers' 1024 bytes
 
   const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32;
   const uint32_t rank = cluster_rank();
@@ -115,8 +135,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
       }
       wait<0>();
       release((it - 1) % kStages);
-      epilogue(d, row0, col0, wg);  // rows past m (an odd tile count) are the epilogue's to skip
+      // Rows past m (an odd tile count) are the epilogue's to skip.
+      if constexpr (kStaged) {
+        epilogue(d, row0, col0, wg, staging + wg * (StagingBytes<Epilogue>::value / 2));
+      } else {
+        epilogue(d, row0, col0, wg);
+      }
     }
+    if constexpr (kStaged) bulk_wait_all();  // the epilogue's last copies, before the block exits
   }
   __syncwarp();    // the producer warp's lanes reconverge after thread 256's loop
   cluster_sync();  // the partner may still arrive on our barriers until here
@@ -146,11 +172,12 @@ template <class Epilogue>
 int v13_max_clusters() {
   static const int clusters = [] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(v13_smem_bytes<Epilogue>())));
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(2);
     config.blockDim = dim3(kThreadsWS);
-    config.dynamicSmemBytes = kSmemBytes;
+    config.dynamicSmemBytes = v13_smem_bytes<Epilogue>();
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = 2;
@@ -175,7 +202,7 @@ void launch_v13(GemmShape s, const __nv_bfloat16* a, const __nv_bfloat16* b,
   const int64_t pairs =
       int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
   const int clusters = static_cast<int>(std::min<int64_t>(pairs, v13_max_clusters<Epilogue>()));
-  gemm_v13_kernel<Epilogue><<<2 * clusters, kThreadsWS, kSmemBytes, stream>>>(
+  gemm_v13_kernel<Epilogue><<<2 * clusters, kThreadsWS, v13_smem_bytes<Epilogue>(), stream>>>(
       s.m, s.n, s.k, group, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
       make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64));
   CUDA_CHECK_LAST();

@@ -41,7 +41,7 @@ namespace {
 
 using namespace day04::wgmma;
 
-using namespace day04::fp8_gemm;  // the tile and pipeline sizes
+using namespace day04::fp8_gemm;  // the tile, the stages, the producer, the epilogue
 
 // One block per 128 x 128 output tile (blockIdx.x along N, blockIdx.y along M). Warpgroups 0 and
 // 1 consume (rows 64 wg .. 64 wg + 63 of the tile), warpgroup 2 produces.
@@ -112,29 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 64; ++i) acc[i] += d[i];  // promotion: into full fp32
   }
 
-  // Epilogue: register 4j + {0, 1} holds row lane / 4 of this warp's 16 rows, columns 8j +
-  // 2 (lane % 4) + {0, 1}; registers 4j + {2, 3} the same columns 8 rows further down. A column
-  // pair is one 4-byte bf16x2 store when N is even (col is even, so col < n means col + 1 < n).
-  const int warp_in_wg = (tid % 128) / 32;
-  const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
-  const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 4 == 0;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const int col = col0 + 8 * j + 2 * (lane % 4);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rbase + 8 * h;
-      if (row >= m || col >= n) continue;
-      __nv_bfloat16* out = c + size_t(row) * n + col;
-      const float v0 = scale * acc[4 * j + 2 * h], v1 = scale * acc[4 * j + 2 * h + 1];
-      if (pairs) {
-        *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
-      } else {
-        out[0] = __float2bfloat16_rn(v0);
-        if (col + 1 < n) out[1] = __float2bfloat16_rn(v1);
-      }
-    }
-  }
+  store_registers(acc, scale, c, m, n, row0, col0, wg, tid);
 #else
   (void)m, (void)n, (void)k, (void)scale_a, (void)scale_b, (void)c, (void)map_a, (void)map_bt;
 #endif

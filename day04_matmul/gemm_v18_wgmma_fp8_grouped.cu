@@ -21,6 +21,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "fp8_gemm.cuh"
 #include "gemm.hpp"
 #include "tma.hpp"
@@ -37,7 +38,7 @@ namespace {
 
 using namespace day04::wgmma;
 
-using namespace day04::fp8_gemm;  // the tile and pipeline sizes
+using namespace day04::fp8_gemm;  // the tile, the stages, the producer, the epilogue
 
 constexpr int kGroupRows = 8;  // tile rows per band of the grouped order: 1024 rows of C
 
@@ -74,19 +75,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 2) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 256) {
-      int g = 0;
-      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      produce_persistent(smem, full, empty, &map_a, &map_bt, num_tiles, num_ktiles, [&](int tile) {
         const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, kGroupRows);
-        const int row0 = tc.x * kBM, col0 = tc.y * kBN;
-        for (int t = 0; t < num_ktiles; ++t, ++g) {
-          const int s = g % kStages;
-          if (g >= kStages) mbar_wait(&empty[s], (g / kStages - 1) & 1);  // all 8 warps done
-          uint8_t* stage = smem + s * kStageBytes;
-          mbar_expect_tx(&full[s], kStageBytes);  // whole boxes count, zero-filled parts too
-          tma_load_2d(stage, &map_a, t * kBK, row0, &full[s]);
-          tma_load_2d(stage + kABytes, &map_bt, t * kBK, col0, &full[s]);
-        }
-      }
+        return make_int2(tc.x * kBM, tc.y * kBN);
+      });
     }
     return;
   }
@@ -144,29 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       retire(d0, t - 1);
     }
 
-    // Epilogue: register 4j + {0, 1} holds row lane / 4 of this warp's 16 rows, columns 8j +
-    // 2 (lane % 4) + {0, 1}; registers 4j + {2, 3} the same columns 8 rows further down. A column
-    // pair is one 4-byte bf16x2 store when N is even (col is even, so col < n means col + 1 < n).
-    const int warp_in_wg = (tid % 128) / 32;
-    const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
-    const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 4 == 0;
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-      const int col = col0 + 8 * j + 2 * (lane % 4);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = rbase + 8 * h;
-        if (row >= m || col >= n) continue;
-        __nv_bfloat16* out = c + size_t(row) * n + col;
-        const float v0 = scale * acc[4 * j + 2 * h], v1 = scale * acc[4 * j + 2 * h + 1];
-        if (pairs) {
-          *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
-        } else {
-          out[0] = __float2bfloat16_rn(v0);
-          if (col + 1 < n) out[1] = __float2bfloat16_rn(v1);
-        }
-      }
-    }
+    store_registers(acc, scale, c, m, n, row0, col0, wg, tid);
   }
 #else
   (void)m, (void)n, (void)k, (void)scale_a, (void)scale_b, (void)c, (void)map_a, (void)map_bt;
@@ -180,16 +150,12 @@ void gemm_v18_wgmma_fp8_grouped(GemmShape s, const __nv_fp8_e4m3* a, const __nv_
                                 cudaStream_t stream) {
   check_gemm_fp8_args(s, a, b_t, scale_a, scale_b, c);  // before any CUDA call
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v18_wgmma_fp8_grouped");
-  static const int num_sms = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_v18_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(kSmemBytes)));
-    int device = 0, sms = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }();
+  // One block per SM (its shared memory allows no second), on each GPU the process uses.
+  static gpu100::PerDevice<int> resident;
+  const int max_blocks =
+      resident.get([] { return gpu100::resident_blocks(gemm_v18_kernel, kThreads, kSmemBytes); });
   const int64_t tiles = int64_t(gpu100::ceil_div(s.m, kBM)) * gpu100::ceil_div(s.n, kBN);
-  const unsigned blocks = unsigned(std::min<int64_t>(tiles, num_sms));  // one block per SM
+  const unsigned blocks = unsigned(std::min<int64_t>(tiles, max_blocks));  // one block per SM
   gemm_v18_kernel<<<blocks, kThreads, kSmemBytes, stream>>>(
       s.m, s.n, s.k, scale_a, scale_b, c, make_tma_map_2d(a, s.m, s.k, kBM, kBK),
       make_tma_map_2d(b_t, s.n, s.k, kBN, kBK));
