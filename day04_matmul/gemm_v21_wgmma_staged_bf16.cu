@@ -32,7 +32,10 @@ namespace day04 {
 
 namespace {
 
-constexpr int kGroupPairRows = 4;  // v17's bands: 1024 rows of C
+// Bands of 8 pair rows (2048 rows of C), where v17 has 4: with the staged stores the wider band
+// measured 1-2% faster at 8192^3, 4096 x 14336 x 4096 and 16384 x 6144 x 4096 and 2.4% at 16384^3
+// (one round; an H200, results/h200/profiles.txt); 2 pair rows were 1-3% slower there.
+constexpr int kGroupPairRows = 8;
 
 // C = alpha A B through shared memory and the TMA (beta == 0).
 struct StoreCStaged {
@@ -87,7 +90,7 @@ void gemm_v21_wgmma_staged_bf16(GemmShape s, float alpha, const __nv_bfloat16* a
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v21_wgmma_staged_bf16");
   if (beta != 0.f || !wgmma_gemm::tma_bf16_ok(s, a, b) || !gpu100::aligned16(c)) {
-    gemm_v13_ordered(s, alpha, a, b, beta, c, stream, kGroupPairRows);  // v17
+    gemm_v17_wgmma_grouped_bf16(s, alpha, a, b, beta, c, stream);
     return;
   }
   const StoreCStaged epilogue{make_tma_map_2d(c, s.m, s.n, 64, 32), alpha};
