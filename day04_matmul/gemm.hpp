@@ -114,6 +114,11 @@ void gemm_v17_wgmma_grouped_bf16(GemmShape s, float alpha, const __nv_bfloat16* 
 // v21: v17 with its outputs written through shared memory by the TMA when beta == 0 (sm_90a).
 void gemm_v21_wgmma_staged_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
                                 float beta, float*, cudaStream_t);
+// v22: v21 with K split into slices added into C by the TMA when the tile pairs leave clusters
+// idle (sm_90a), and its row note (the slice count, or how v17 staged a shape).
+void gemm_v22_wgmma_splitk_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
+                                float beta, float*, cudaStream_t);
+std::string v22_row_note(GemmShape s);
 // v13's row note: how it ran a shape TMA cannot describe ("" for the others).
 std::string v13_row_note(GemmShape s);
 // v11's and v12's BF16 row note: such a shape runs v10 instead ("" for the others).

@@ -221,6 +221,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "64 columns through a 16 KB swizzled staging tile per warpgroup",
            P::kBf16, nullptr, gemm_v21_wgmma_staged_bf16, false, "cublas_bf16", A::kSm90a,
            v13_row_note},
+          {"v22_wgmma_splitk_bf16",
+           "v21 with K split into slices when the tile pairs leave clusters idle, each slice's "
+           "sums added into C (zeroed first) by the TMA's reducing copy",
+           P::kBf16, nullptr, gemm_v22_wgmma_splitk_bf16, false, "cublas_bf16", A::kSm90a,
+           v22_row_note},
           {"v14_wgmma_fp8",
            "FP8 e4m3: wgmma m64n128k32, TMA 6-stage producer/consumer, fp32 promotion every 128 "
            "of k; B given as B^T (TN)",

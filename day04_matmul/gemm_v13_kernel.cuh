@@ -50,9 +50,13 @@ constexpr size_t v13_smem_bytes() {
                                             : kSmemBytes + 1024 + StagingBytes<Epilogue>::value;
 }
 
-template <class Epilogue>
+// kSplitK (v22): each tile pair's k-tiles are cut into `splits` consecutive slices, and the work
+// items are (pair, slice) with the slices of a pair next to each other; each item hands its partial
+// sums to the epilogue, which must add them into C (zeroed first). Without it `splits` is unused.
+template <class Epilogue, bool kSplitK = false>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
-    gemm_v13_kernel(int m, int n, int k, int group, const __grid_constant__ Epilogue epilogue,
+    gemm_v13_kernel(int m, int n, int k, int group, int splits,
+                    const __grid_constant__ Epilogue epilogue,
                     const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -72,11 +76,21 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
   const int num_pairs = tiles_n * pairs_m;  // one per cluster at a time
   const int num_ktiles = gpu100::ceil_div(k, kBK);
   const int cluster = blockIdx.x / 2, num_clusters = gridDim.x / 2;
-  // Pair p of vertically adjacent tiles as (pair row, tile column): row-major (group 0) or in
-  // bands of `group` pair rows (grouped_tile).
-  auto pair_tile = [&](int p) {
-    return group > 0 ? grouped_tile(p, pairs_m, tiles_n, group)
-                     : make_int2(p / tiles_n, p % tiles_n);
+  const int num_splits = kSplitK ? splits : 1;
+  const int num_items = num_pairs * num_splits;
+  // Work item p: its pair of vertically adjacent tiles as (pair row, tile column), row-major
+  // (group 0) or in bands of `group` pair rows (grouped_tile), and its k-tiles [first, last).
+  struct Item {
+    int2 pair;
+    int first, last;
+  };
+  auto item = [&](int p) {
+    const int q = kSplitK ? p / num_splits : p, slice = kSplitK ? p % num_splits : 0;
+    const int2 pt =
+        group > 0 ? grouped_tile(q, pairs_m, tiles_n, group) : make_int2(q / tiles_n, q % tiles_n);
+    return kSplitK
+               ? Item{pt, slice * num_ktiles / num_splits, (slice + 1) * num_ktiles / num_splits}
+               : Item{pt, 0, num_ktiles};
   };
 
   if (tid == 0) {
@@ -92,10 +106,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     if (tid == 256) {
       int it = 0;
-      for (int p = cluster; p < num_pairs; p += num_clusters) {
-        const int2 pt = pair_tile(p);
-        const int row0 = (pt.x * 2 + int(rank)) * kBM, col0 = pt.y * kBN;
-        for (int t = 0; t < num_ktiles; ++t, ++it) {
+      for (int p = cluster; p < num_items; p += num_clusters) {
+        const Item w = item(p);
+        const int row0 = (w.pair.x * 2 + int(rank)) * kBM, col0 = w.pair.y * kBN;
+        for (int t = w.first; t < w.last; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
           mbar_expect_tx(&full[s], kStageBytes);  // A here + all of B, from both CTAs
@@ -118,13 +132,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
       }
     };
     int it = 0;
-    for (int p = cluster; p < num_pairs; p += num_clusters) {
-      const int2 pt = pair_tile(p);
-      const int row0 = (pt.x * 2 + int(rank)) * kBM, col0 = pt.y * kBN;
+    for (int p = cluster; p < num_items; p += num_clusters) {
+      const Item w = item(p);
+      const int row0 = (w.pair.x * 2 + int(rank)) * kBM, col0 = w.pair.y * kBN;
       float d[128];
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;
-      for (int t = 0; t < num_ktiles; ++t, ++it) {
+      const int count = w.last - w.first;  // this item's k-tiles, in the stages in turn
+      for (int t = 0; t < count; ++t, ++it) {
         const int s = it % kStages;
         mbar_wait(&full[s], (it / kStages) & 1);
         fence();
@@ -147,7 +162,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
   __syncwarp();    // the producer warp's lanes reconverge after thread 256's loop
   cluster_sync();  // the partner may still arrive on our barriers until here
 #else
-  (void)m, (void)n, (void)k, (void)group, (void)epilogue, (void)map_a, (void)map_b;
+  (void)m, (void)n, (void)k, (void)group, (void)splits, (void)epilogue, (void)map_a, (void)map_b;
 #endif
 }
 
@@ -166,12 +181,71 @@ struct StoreC {
   }
 };
 
-// How many 2-CTA clusters of gemm_v13_kernel<Epilogue> fit on the GPU at once (the GPCs' SM counts
-// decide); sets the kernel's shared-memory attribute on first use.
-template <class Epilogue>
+// v21's epilogue (the why is in gemm_v21_wgmma_staged_bf16.cu): C = alpha A B through shared
+// memory and the TMA, for beta == 0, in 4 passes of 64 columns a warpgroup. kAdd (v22's split-K):
+// each pass is added into C in L2 by the TMA (cp.reduce.async.bulk .add, fp32) instead of stored,
+// so that the k-slices of one tile sum up in a C that was zeroed first.
+template <bool kAdd>
+struct StoreCStaged {
+  static constexpr int kStagingBytes = 2 * 16384;  // 16 KB a consumer warpgroup
+  CUtensorMap map_c;                               // fp32 C in 64-row x 32-column boxes
+  float alpha;
+  __device__ __forceinline__ void operator()(const float (&d)[128], int row0, int col0, int wg,
+                                             uint8_t* staging) const {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace day04::wgmma;
+    const int tid = threadIdx.x % 128, lane = tid % 32, warp = tid / 32;
+    constexpr int kBox = 64 * 128;  // bytes: 64 rows of 32 fp32
+#pragma unroll
+    for (int pass = 0; pass < kBN / 64; ++pass) {
+      // The staging tile is free once the previous copy (this tile's or the last tile's) has
+      // read it.
+      if (tid == 0) bulk_wait_read_all();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+      // Register 4j + 2h + {0, 1}: row 16 warp + lane / 4 + 8 h, columns 8 j + 2 (lane % 4) + {0,
+      // 1}; this pass's j are 8 pass .. 8 pass + 7. Column c of the pass is in box c / 32, 16-byte
+      // chunk (c % 32) / 4 of its row, at byte 4 (c % 4) inside it.
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * pass + jj, col = 8 * jj + 2 * (lane % 4);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = 16 * warp + lane / 4 + 8 * h;
+          uint8_t* const addr =
+              staging + (col / 32) * kBox + swizzle128(row, (col % 32) / 4) + 4 * (col % 4);
+          *reinterpret_cast<float2*>(addr) =
+              make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
+        }
+      }
+      fence_proxy_async_smem();  // the stores, before the TMA (async proxy) reads them
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+      if (tid == 0) {  // parts past C's edges are not written
+        if constexpr (kAdd) {
+          tma_reduce_add_2d(&map_c, staging, col0 + 64 * pass, row0 + 64 * wg);
+          tma_reduce_add_2d(&map_c, staging + kBox, col0 + 64 * pass + 32, row0 + 64 * wg);
+        } else {
+          tma_store_2d(&map_c, staging, col0 + 64 * pass, row0 + 64 * wg);
+          tma_store_2d(&map_c, staging + kBox, col0 + 64 * pass + 32, row0 + 64 * wg);
+        }
+        bulk_commit();
+      }
+    }
+#else
+    (void)d, (void)row0, (void)col0, (void)wg, (void)staging;
+#endif
+  }
+};
+
+// v21's and v22's tile order: bands of 8 pair rows (2048 rows of C); measured against v17's 4 in
+// gemm_v21_wgmma_staged_bf16.cu.
+inline constexpr int kStagedGroupPairRows = 8;
+
+// How many 2-CTA clusters of gemm_v13_kernel<Epilogue, kSplitK> fit on the GPU at once (the GPCs'
+// SM counts decide); sets the kernel's shared-memory attribute on first use.
+template <class Epilogue, bool kSplitK = false>
 int v13_max_clusters() {
   static const int clusters = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue>,
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue, kSplitK>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(v13_smem_bytes<Epilogue>())));
     cudaLaunchConfig_t config{};
@@ -186,25 +260,33 @@ int v13_max_clusters() {
     config.attrs = &attr;
     config.numAttrs = 1;
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_v13_kernel<Epilogue>, &config));
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_v13_kernel<Epilogue, kSplitK>, &config));
     if (n < 1) throw std::runtime_error("v13: no 2-CTA cluster fits on this GPU");
     return n;
   }();
   return clusters;
 }
 
+// The tile pairs of a shape (2 x 128 rows by 256 columns of C).
+inline int64_t v13_pairs(GemmShape s) {
+  return int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
+}
+
 // A B (row-major bf16, M x K times K x N) through v13's main loop, each tile handed to `epilogue`.
 // The caller has checked the arguments, the build (sm_90a) and tma_bf16_ok(s, a, b). group: the
 // order of the tile pairs, 0 for row-major (v13), else bands of that many pair rows (v17).
-template <class Epilogue>
+// kSplitK: each pair's k-tiles in `splits` slices (1 <= splits <= the k-tile count), each slice's
+// sums added into C by the epilogue.
+template <class Epilogue, bool kSplitK = false>
 void launch_v13(GemmShape s, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                const Epilogue& epilogue, cudaStream_t stream, int group = 0) {
-  const int64_t pairs =
-      int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
-  const int clusters = static_cast<int>(std::min<int64_t>(pairs, v13_max_clusters<Epilogue>()));
-  gemm_v13_kernel<Epilogue><<<2 * clusters, kThreadsWS, v13_smem_bytes<Epilogue>(), stream>>>(
-      s.m, s.n, s.k, group, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
-      make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64));
+                const Epilogue& epilogue, cudaStream_t stream, int group = 0, int splits = 1) {
+  const int64_t items = v13_pairs(s) * (kSplitK ? splits : 1);
+  const int clusters =
+      static_cast<int>(std::min<int64_t>(items, v13_max_clusters<Epilogue, kSplitK>()));
+  gemm_v13_kernel<Epilogue, kSplitK>
+      <<<2 * clusters, kThreadsWS, v13_smem_bytes<Epilogue>(), stream>>>(
+          s.m, s.n, s.k, group, splits, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
+          make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64));
   CUDA_CHECK_LAST();
 }
 

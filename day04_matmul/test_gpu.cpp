@@ -44,6 +44,24 @@ TEST_CASE("every GEMM variant applies alpha and beta", "[gpu]") {
   }
 }
 
+TEST_CASE("v22 split-K: shapes whose tile pairs leave clusters idle, the slices added into C",
+          "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v22_wgmma_splitk_bf16");
+  const auto* v = day04::find_gemm_variant("v22_wgmma_splitk_bf16");
+  REQUIRE(v != nullptr);
+  // 4 x 2 pairs with 64 k-tiles; 1 x 4 pairs, the last tile 232 columns wide; 2 x 2 pairs with
+  // K = 1000 (16 k-tiles, the last one short); 1024^3 (16 pairs, 16 k-tiles); one tile row.
+  const std::vector<day04::GemmShape> shapes = {
+      {1000, 512, 4096}, {256, 1000, 2048}, {300, 264, 1000}, {1024, 1024, 1024}, {77, 256, 520}};
+  uint64_t seed = 5000;
+  for (const auto& s : shapes) {
+    if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
+    INFO(v->row_note(s));
+    check_variant(*v, s, 1.0f, 0.0f, seed += 3);
+    check_variant(*v, s, -0.5f, 0.0f, seed += 3, 3);  // three calls on one C: still one product
+  }
+}
+
 TEST_CASE("every v8 tile configuration is correct, and the autotuner picks one", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 2000;

@@ -37,9 +37,10 @@ inline const std::vector<day04::GemmShape> kShapes = {
     {1500, 1100, 96}};
 
 // Runs variant v on fresh inputs and compares with the double-precision CPU reference.
-// beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random.
+// beta == 0: C starts as NaN and must be fully overwritten; otherwise C starts random. calls > 1
+// (beta == 0 only): the variant runs that many times on the same C, which must hold one product.
 inline void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float alpha, float beta,
-                          uint64_t seed) {
+                          uint64_t seed, int calls = 1) {
   INFO("variant " << v.name << ", " << s.m << " x " << s.n << " x " << s.k << ", alpha " << alpha
                   << ", beta " << beta);
   auto a = gpu100::random_vector<float>(size_t(s.m) * s.k, seed);
@@ -63,14 +64,16 @@ inline void check_variant(const day04::GemmVariant& v, day04::GemmShape s, float
     gpu100::DeviceBuffer<__nv_bfloat16> d_a(a.size()), d_b(b.size());
     d_a.upload(gpu100::convert_from_float<__nv_bfloat16>(a));
     d_b.upload(gpu100::convert_from_float<__nv_bfloat16>(b));
-    v.bf16(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
+    for (int i = 0; i < calls; ++i)
+      v.bf16(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
     CUDA_CHECK(cudaPeekAtLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     gpu100::DeviceBuffer<float> d_a(a.size()), d_b(b.size());
     d_a.upload(a);
     d_b.upload(b);
-    v.fp32(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
+    for (int i = 0; i < calls; ++i)
+      v.fp32(s, alpha, d_a.data(), d_b.data(), beta, d_c.data(), nullptr);
     CUDA_CHECK(cudaPeekAtLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
   }

@@ -156,6 +156,15 @@ __device__ __forceinline__ void tma_reduce_add_3d(const void* map, const void* s
       "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// The same for a 2-dimensional map (column, then row).
+__device__ __forceinline__ void tma_reduce_add_2d(const void* map, const void* src, int c0,
+                                                  int c1) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], "
+      "[%1];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1)
+      : "memory");
+}
 // Closes this thread's bulk async-group; waits until its groups have finished reading shared
 // memory (the source may then be reused or the block may exit).
 __device__ __forceinline__ void bulk_commit() {
