@@ -61,13 +61,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int row0 = blockIdx.y * kBM, col0 = blockIdx.x * kBN;
   const int num_ktiles = gpu100::ceil_div(k, kBK);  // the last one zero-filled past K by TMA
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);   // the producer's expect_tx arrival
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
-    }
-    mbar_fence_init();
-  }
+  if (tid == 0) init_barriers(full, empty);
   __syncthreads();  // the only block-wide barrier: the producer warpgroup leaves below
 
   // k-tile t uses stage t % kStages, in phase t / kStages of that stage's barriers.

@@ -61,13 +61,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int num_tiles = tiles_m * tiles_n;
   const int num_ktiles = gpu100::ceil_div(k, kBK);  // the last one zero-filled past K by TMA
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);   // the producer's expect_tx arrival
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
-    }
-    mbar_fence_init();
-  }
+  if (tid == 0) init_barriers(full, empty);
   __syncthreads();  // the only block-wide barrier: the producer warpgroup leaves below
 
   // The g-th k-tile this block handles (counted across its tiles) uses stage g % kStages, in
@@ -150,12 +144,7 @@ void gemm_v18_wgmma_fp8_grouped(GemmShape s, const __nv_fp8_e4m3* a, const __nv_
                                 cudaStream_t stream) {
   check_gemm_fp8_args(s, a, b_t, scale_a, scale_b, c);  // before any CUDA call
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v18_wgmma_fp8_grouped");
-  // One block per SM (its shared memory allows no second), on each GPU the process uses.
-  static gpu100::PerDevice<int> resident;
-  const int max_blocks =
-      resident.get([] { return gpu100::resident_blocks(gemm_v18_kernel, kThreads, kSmemBytes); });
-  const int64_t tiles = int64_t(gpu100::ceil_div(s.m, kBM)) * gpu100::ceil_div(s.n, kBN);
-  const unsigned blocks = unsigned(std::min<int64_t>(tiles, max_blocks));  // one block per SM
+  const unsigned blocks = persistent_blocks<gemm_v18_kernel, kSmemBytes>(s);  // one block per SM
   gemm_v18_kernel<<<blocks, kThreads, kSmemBytes, stream>>>(
       s.m, s.n, s.k, scale_a, scale_b, c, make_tma_map_2d(a, s.m, s.k, kBM, kBK),
       make_tma_map_2d(b_t, s.n, s.k, kBN, kBK));

@@ -17,6 +17,8 @@
 // shared-memory address (< 228 KB, so / 16 < 2^14).
 // The rest is v18's: grouped tile order, persistent blocks, two wgmma accumulators per consumer
 // warpgroup, promotion every 128 of k, a TMA producer warpgroup, 6 stages of 32 KB, the epilogue.
+// The new main loop is LeanMainLoop in fp8_gemm.cuh, where v20 uses it too; this file keeps the
+// kernel around it.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -68,13 +70,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int num_tiles = tiles_m * tiles_n;
   const int num_ktiles = gpu100::ceil_div(k, kBK);  // the last one zero-filled past K by TMA
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);   // the producer's expect_tx arrival
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
-    }
-    mbar_fence_init();
-  }
+  if (tid == 0) init_barriers(full, empty);
   __syncthreads();  // the only block-wide barrier: the producer warpgroup leaves below
 
   // The g-th k-tile this block handles (counted across its tiles) uses stage g % kStages, in
@@ -93,61 +89,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const float scale = *scale_a * *scale_b;  // read once, long before the epilogue needs it
   float acc[64], d0[64], d1[64];            // the promoted fp32 sum; two wgmma accumulators
-  // The descriptors of stage 0, k-step 0: this warpgroup's 64 rows of A, and all of B^T.
-  const uint64_t desc_a0 = make_desc(smem + wg * 64 * 128, 16, 1024);
-  const uint64_t desc_b0 = make_desc(smem + kABytes, 16, 1024);
-  int issue_stage = 0, release_stage = 0;  // of the next k-tile to issue, and to release
-  uint32_t issue_phase = 0;
-  // Issue the next k-tile's 4 wgmma into d (v14's products: both operands K-major; kk == 0
-  // starts d from zero).
-  auto issue = [&](float(&d)[64]) {
-    mbar_wait(&full[issue_stage], issue_phase);  // the k-tile has landed
-    fence();  // d was read by the adds below: order those reads before the wgmma writes it
-    const uint64_t stage_off = uint64_t(issue_stage * (kStageBytes >> 4));
-#pragma unroll
-    for (int kk = 0; kk < kBK / kKStep; ++kk) {
-      const uint64_t kk_off = stage_off + uint64_t(kk * (kKStep >> 4));
-      wgmma_m64n128k32_e4m3_ss(d, desc_a0 + kk_off, desc_b0 + kk_off, kk > 0);
-    }
-    commit();
-    if (++issue_stage == kStages) issue_stage = 0, issue_phase ^= 1;
-  };
-  // The oldest k-tile in flight is complete (its products in d): release its stage, promote d
-  // into acc.
-  auto retire = [&](const float(&d)[64]) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[release_stage]);  // the producer may refill it
-    if (++release_stage == kStages) release_stage = 0;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] += d[i];
-  };
+  LeanMainLoop main_loop(smem, full, empty, wg, lane);
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     const int2 tc = wgmma_gemm::grouped_tile(tile, tiles_m, tiles_n, kGroupRows);
     const int row0 = tc.x * kBM, col0 = tc.y * kBN;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    // k-tiles alternate between d0 (even t) and d1 (odd t); wait<1> leaves only the newest group
-    // running, so the older one is complete when it is promoted.
-    issue(d0);
-    int t = 1;
-    for (; t + 1 < num_ktiles; t += 2) {
-      issue(d1);
-      wait<1>();
-      retire(d0);
-      issue(d0);
-      wait<1>();
-      retire(d1);
-    }
-    if (t < num_ktiles) {  // an even count: one k-tile left for d1
-      issue(d1);
-      wait<1>();
-      retire(d0);
-      wait<0>();
-      retire(d1);
-    } else {  // an odd count: the last k-tile is in d0
-      wait<0>();
-      retire(d0);
-    }
+    main_loop.tile(acc, d0, d1, num_ktiles);
 
     store_registers(acc, scale, c, m, n, row0, col0, wg, tid);
   }
@@ -163,12 +109,7 @@ void gemm_v19_wgmma_fp8_lean(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8
                              cudaStream_t stream) {
   check_gemm_fp8_args(s, a, b_t, scale_a, scale_b, c);  // before any CUDA call
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v19_wgmma_fp8_lean");
-  // One block per SM (its shared memory allows no second), on each GPU the process uses.
-  static gpu100::PerDevice<int> resident;
-  const int max_blocks =
-      resident.get([] { return gpu100::resident_blocks(gemm_v19_kernel, kThreads, kSmemBytes); });
-  const int64_t tiles = int64_t(gpu100::ceil_div(s.m, kBM)) * gpu100::ceil_div(s.n, kBN);
-  const unsigned blocks = unsigned(std::min<int64_t>(tiles, max_blocks));  // one block per SM
+  const unsigned blocks = persistent_blocks<gemm_v19_kernel, kSmemBytes>(s);  // one block per SM
   gemm_v19_kernel<<<blocks, kThreads, kSmemBytes, stream>>>(
       s.m, s.n, s.k, scale_a, scale_b, c, make_tma_map_2d(a, s.m, s.k, kBM, kBK),
       make_tma_map_2d(b_t, s.n, s.k, kBN, kBK));
