@@ -353,6 +353,11 @@ int run(int argc, char** argv) {
                 "the GEMM at a size sweep instead of --m --n --k (no transpose): squares 1024 to "
                 "16384 and three transformer shapes (M x N x K 4096x14336x4096, 4096x4096x14336, "
                 "16384x6144x4096); pick the variants with --variant or --precision");
+  args.add_flag(
+      "skinny-sweep",
+      "the GEMM at three shapes with few rows of C instead of --m --n --k (no transpose): "
+      "M x N x K 256x4096x14336, 512x4096x4096 and 1024x2048x8192, where whole tiles "
+      "alone leave SMs idle; pick the variants with --variant or --precision");
   args.add_common();
   if (!args.parse(argc, argv)) return gpu100::kExitOk;
   if (args.get_flag("list")) {
@@ -367,6 +372,9 @@ int run(int argc, char** argv) {
       opt.precision != "bf16" && opt.precision != "fp8") {
     throw gpu100::UsageError("--precision must be fp32, tf32, bf16 or fp8, got '" + opt.precision +
                              "'");
+  }
+  if (args.get_flag("sweep") && args.get_flag("skinny-sweep")) {
+    throw gpu100::UsageError("--sweep and --skinny-sweep are two runs: give one");
   }
   const auto& names = opt.common.variants;
   for (const auto& name : names) {
@@ -390,11 +398,8 @@ int run(int argc, char** argv) {
   fmt::print("fp32 FMA ceiling: {:.1f} TFLOP/s (measured now)\n\n", fp32_peak);
 
   std::string verdict;
-  if (args.get_flag("sweep")) {
-    // One row group per shape, every chosen variant at each (the sampled CPU check at each too).
-    const day04::GemmShape shapes[] = {
-        {1024, 1024, 1024},    {2048, 2048, 2048},  {4096, 4096, 4096},  {8192, 8192, 8192},
-        {16384, 16384, 16384}, {4096, 14336, 4096}, {4096, 4096, 14336}, {16384, 6144, 4096}};
+  // A sweep: one row group per shape, every chosen variant at each (the sampled CPU check at each).
+  const auto sweep = [&](const std::vector<day04::GemmShape>& shapes, const char* name) {
     bool first = true;
     for (const auto& shape : shapes) {
       fmt::print("GEMM {}x{}x{}\n", shape.m, shape.n, shape.k);
@@ -402,7 +407,22 @@ int run(int argc, char** argv) {
       run_gemm(shape, opt, fp32_peak, run, shape_verdict, first);
       first = false;
     }
-    return run.finish("day04_matmul_sweep", "the GEMM at 8 sizes");
+    return run.finish(name, fmt::format("the GEMM at {} sizes", shapes.size()));
+  };
+  if (args.get_flag("sweep")) {
+    return sweep({{1024, 1024, 1024},
+                  {2048, 2048, 2048},
+                  {4096, 4096, 4096},
+                  {8192, 8192, 8192},
+                  {16384, 16384, 16384},
+                  {4096, 14336, 4096},
+                  {4096, 4096, 14336},
+                  {16384, 6144, 4096}},
+                 "day04_matmul_sweep");
+  }
+  if (args.get_flag("skinny-sweep")) {
+    return sweep({{256, 4096, 14336}, {512, 4096, 4096}, {1024, 2048, 8192}},
+                 "day04_matmul_skinny_sweep");
   }
   if (!args.get_flag("no-transpose")) run_transpose(int(tm), int(tn), opt, run, verdict);
   if (!args.get_flag("no-gemm")) {
