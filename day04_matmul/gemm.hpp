@@ -119,6 +119,18 @@ void gemm_v21_wgmma_staged_bf16(GemmShape, float alpha, const __nv_bfloat16*, co
 void gemm_v22_wgmma_splitk_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
                                 float beta, float*, cudaStream_t);
 std::string v22_row_note(GemmShape s);
+// v13, v17 and v21 in TF32 (sm_90a): their kernels on K-major operands, B transposed first into a
+// scratch buffer as in v11 (its time included); A and B^T padded when K % 4 != 0. v21's staged
+// epilogue needs beta == 0, N % 4 == 0 and a 16-byte aligned C; other calls run v17's TF32 form.
+void gemm_v13_wgmma_cluster_tf32(GemmShape, float, const float*, const float*, float, float*,
+                                 cudaStream_t);
+void gemm_v17_wgmma_grouped_tf32(GemmShape, float, const float*, const float*, float, float*,
+                                 cudaStream_t);
+void gemm_v21_wgmma_staged_tf32(GemmShape, float, const float*, const float*, float, float*,
+                                cudaStream_t);
+// v13's launcher in TF32 with the order of its tile pairs (as gemm_v13_ordered), arguments checked.
+void gemm_v13_ordered_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                           float* c, cudaStream_t stream, int group);
 // v13's row note: how it ran a shape TMA cannot describe ("" for the others).
 std::string v13_row_note(GemmShape s);
 // v11's and v12's BF16 row note: such a shape runs v10 instead ("" for the others).

@@ -226,6 +226,15 @@ const std::vector<GemmVariant>& gemm_variants() {
            "sums added into C (zeroed first) by the TMA's reducing copy",
            P::kBf16, nullptr, gemm_v22_wgmma_splitk_bf16, false, "cublas_bf16", A::kSm90a,
            v22_row_note},
+          {"v13_wgmma_cluster_tf32",
+           "v13 in TF32: B transposed first (K-major), each CTA multicasting half of B^T's tile",
+           P::kTf32, gemm_v13_wgmma_cluster_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
+          {"v17_wgmma_grouped_tf32", "v17 in TF32: v13's TF32 form with its tile pairs in bands",
+           P::kTf32, gemm_v17_wgmma_grouped_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
+          {"v21_wgmma_staged_tf32",
+           "v21 in TF32: v17's TF32 form with its outputs written by the TMA (beta == 0, N % 4 "
+           "== 0)",
+           P::kTf32, gemm_v21_wgmma_staged_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
           {"v14_wgmma_fp8",
            "FP8 e4m3: wgmma m64n128k32, TMA 6-stage producer/consumer, fp32 promotion every 128 "
            "of k; B given as B^T (TN)",

@@ -137,13 +137,9 @@ void gemm_v11_wgmma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const
                    make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64), beta, c, stream);
 }
 
-void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
-                         float* c, cudaStream_t stream) {
-  check_gemm_args(s, a, b, c);
-  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v11_wgmma_tf32");
-  // B (K x N) -> B^T (N x K4) in a scratch buffer that lives as long as the thread and only grows,
-  // so that the timed runs allocate nothing. K4 = K rounded up to 4: each row of B^T is a multiple
-  // of 16 bytes whatever K is, the pad columns zeroed.
+namespace wgmma_gemm {
+
+Tf32Operands tf32_k_major(GemmShape s, const float* a, const float* b, cudaStream_t stream) {
   const int k4 = gpu100::round_up(s.k, 4);
   thread_local gpu100::DeviceBuffer<float> bt, a_staged;
   const size_t count = size_t(k4) * s.n;
@@ -153,7 +149,7 @@ void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* 
   if (k4 != s.k || !gpu100::aligned16(a)) {
     // A's rows are no multiple of 16 bytes (or A is misaligned), which TMA cannot describe (this
     // had gone to v10's mma.sync kernel): A is copied into a zero-padded M x K4 buffer
-    // first, its time part of the variant's. The zero columns of A and B^T add nothing.
+    // first. The zero columns of A and B^T add nothing.
     const size_t a_count = size_t(s.m) * k4;
     if (a_staged.size() < a_count) a_staged = gpu100::DeviceBuffer<float>(a_count);
     CUDA_CHECK(cudaMemcpy2DAsync(a_staged.data(), size_t(k4) * sizeof(float), a,
@@ -169,9 +165,19 @@ void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* 
     CUDA_CHECK(cudaMemset2DAsync(bt.data() + s.k, size_t(k4) * sizeof(float), 0,
                                  size_t(k4 - s.k) * sizeof(float), size_t(s.n), stream));
   }
-  launch_v11<Tf32>(GemmShape{s.m, s.n, k4}, alpha, make_tma_map_2d(a_rows, s.m, k4, kBM, Tf32::kBK),
-                   make_tma_map_2d(static_cast<const float*>(bt.data()), s.n, k4, kBN, Tf32::kBK),
-                   beta, c, stream);
+  return Tf32Operands{a_rows, bt.data(), k4};
+}
+
+}  // namespace wgmma_gemm
+
+void gemm_v11_wgmma_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                         float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v11_wgmma_tf32");
+  const Tf32Operands ops = tf32_k_major(s, a, b, stream);  // B^T, and A padded if it must be
+  launch_v11<Tf32>(GemmShape{s.m, s.n, ops.k4}, alpha,
+                   make_tma_map_2d(ops.a, s.m, ops.k4, kBM, Tf32::kBK),
+                   make_tma_map_2d(ops.b_t, s.n, ops.k4, kBN, Tf32::kBK), beta, c, stream);
 }
 
 }  // namespace day04

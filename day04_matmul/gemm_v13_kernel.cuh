@@ -53,14 +53,17 @@ constexpr size_t v13_smem_bytes() {
 // kSplitK (v22): each tile pair's k-tiles are cut into `splits` consecutive slices, and the work
 // items are (pair, slice) with the slices of a pair next to each other; each item hands its partial
 // sums to the epilogue, which must add them into C (zeroed first). Without it `splits` is unused.
-template <class Epilogue, bool kSplitK = false>
+// E: the element type, Bf16 (A M x K and B K x N, row-major) or Tf32 (A M x K and B^T N x K,
+// row-major: wgmma reads TF32 only K-major). In TF32 a stage's B is B^T's 256 rows x 32 k, which
+// the two CTAs load as one 128-row box each, multicast to both.
+template <class Epilogue, bool kSplitK = false, class E = Bf16>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     gemm_v13_kernel(int m, int n, int k, int group, int splits,
                     const __grid_constant__ Epilogue epilogue,
                     const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kBK = Bf16::kBK;
+  constexpr int kBK = E::kBK;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
@@ -114,10 +117,15 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
           if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
           mbar_expect_tx(&full[s], kStageBytes);  // A here + all of B, from both CTAs
           tma_load_2d(stage(s), &map_a, t * kBK, row0, &full[s]);
+          if constexpr (std::is_same_v<E, Bf16>) {  // two of B's four 64-column boxes
 #pragma unroll
-          for (int q = 2 * int(rank); q < 2 * int(rank) + 2; ++q) {
-            tma_load_2d_multicast(stage(s) + kABytes + q * 8192, &map_b, col0 + 64 * q, t * kBK,
-                                  &full[s], 0x3);
+            for (int q = 2 * int(rank); q < 2 * int(rank) + 2; ++q) {
+              tma_load_2d_multicast(stage(s) + kABytes + q * 8192, &map_b, col0 + 64 * q, t * kBK,
+                                    &full[s], 0x3);
+            }
+          } else {  // half of B^T's 256 rows (16 KB), the layout of one 256-row box
+            tma_load_2d_multicast(stage(s) + kABytes + int(rank) * 16384, &map_b, t * kBK,
+                                  col0 + 128 * int(rank), &full[s], 0x3);
           }
         }
       }
@@ -143,7 +151,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
         const int s = it % kStages;
         mbar_wait(&full[s], (it / kStages) & 1);
         fence();
-        mma_ktile<Bf16>(d, stage(s), wg);
+        mma_ktile<E>(d, stage(s), wg);
         commit();
         wait<1>();
         if (t >= 1) release((it - 1) % kStages);
@@ -240,12 +248,12 @@ struct StoreCStaged {
 // gemm_v21_wgmma_staged_bf16.cu.
 inline constexpr int kStagedGroupPairRows = 8;
 
-// How many 2-CTA clusters of gemm_v13_kernel<Epilogue, kSplitK> fit on the GPU at once (the GPCs'
-// SM counts decide); sets the kernel's shared-memory attribute on first use.
-template <class Epilogue, bool kSplitK = false>
+// How many 2-CTA clusters of gemm_v13_kernel<Epilogue, kSplitK, E> fit on the GPU at once (the
+// GPCs' SM counts decide); sets the kernel's shared-memory attribute on first use.
+template <class Epilogue, bool kSplitK = false, class E = Bf16>
 int v13_max_clusters() {
   static const int clusters = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue, kSplitK>,
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue, kSplitK, E>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(v13_smem_bytes<Epilogue>())));
     cudaLaunchConfig_t config{};
@@ -260,7 +268,7 @@ int v13_max_clusters() {
     config.attrs = &attr;
     config.numAttrs = 1;
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_v13_kernel<Epilogue, kSplitK>, &config));
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_v13_kernel<Epilogue, kSplitK, E>, &config));
     if (n < 1) throw std::runtime_error("v13: no 2-CTA cluster fits on this GPU");
     return n;
   }();
@@ -272,22 +280,42 @@ inline int64_t v13_pairs(GemmShape s) {
   return int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
 }
 
-// A B (row-major bf16, M x K times K x N) through v13's main loop, each tile handed to `epilogue`.
-// The caller has checked the arguments, the build (sm_90a) and tma_bf16_ok(s, a, b). group: the
-// order of the tile pairs, 0 for row-major (v13), else bands of that many pair rows (v17).
-// kSplitK: each pair's k-tiles in `splits` slices (1 <= splits <= the k-tile count), each slice's
-// sums added into C by the epilogue.
+// A B through v13's main loop on the tensor maps of A (boxes of kBM rows x E::kBK) and of B (BF16:
+// 64 k-rows x 64 columns; TF32: B^T in 128 rows x E::kBK), each tile handed to `epilogue`. The
+// caller has checked the arguments and the build (sm_90a). group: the order of the tile pairs, 0
+// for row-major (v13), else bands of that many pair rows (v17). kSplitK: each pair's k-tiles in
+// `splits` slices (1 <= splits <= the k-tile count), each slice's sums added into C by the
+// epilogue.
+template <class Epilogue, bool kSplitK = false, class E = Bf16>
+void launch_v13_maps(GemmShape s, const CUtensorMap& map_a, const CUtensorMap& map_b,
+                     const Epilogue& epilogue, cudaStream_t stream, int group = 0, int splits = 1) {
+  const int64_t items = v13_pairs(s) * (kSplitK ? splits : 1);
+  const int clusters =
+      static_cast<int>(std::min<int64_t>(items, v13_max_clusters<Epilogue, kSplitK, E>()));
+  gemm_v13_kernel<Epilogue, kSplitK, E>
+      <<<2 * clusters, kThreadsWS, v13_smem_bytes<Epilogue>(), stream>>>(
+          s.m, s.n, s.k, group, splits, epilogue, map_a, map_b);
+  CUDA_CHECK_LAST();
+}
+
+// The BF16 form (A and B row-major bf16, M x K times K x N), for shapes and pointers that pass
+// tma_bf16_ok(s, a, b).
 template <class Epilogue, bool kSplitK = false>
 void launch_v13(GemmShape s, const __nv_bfloat16* a, const __nv_bfloat16* b,
                 const Epilogue& epilogue, cudaStream_t stream, int group = 0, int splits = 1) {
-  const int64_t items = v13_pairs(s) * (kSplitK ? splits : 1);
-  const int clusters =
-      static_cast<int>(std::min<int64_t>(items, v13_max_clusters<Epilogue, kSplitK>()));
-  gemm_v13_kernel<Epilogue, kSplitK>
-      <<<2 * clusters, kThreadsWS, v13_smem_bytes<Epilogue>(), stream>>>(
-          s.m, s.n, s.k, group, splits, epilogue, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
-          make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64));
-  CUDA_CHECK_LAST();
+  launch_v13_maps<Epilogue, kSplitK>(s, make_tma_map_2d(a, s.m, s.k, kBM, Bf16::kBK),
+                                     make_tma_map_2d(b, s.k, s.n, Bf16::kBK, 64), epilogue, stream,
+                                     group, splits);
+}
+
+// The TF32 form: A (M x K) and B^T (N x K), fp32, row-major, rows of K % 4 == 0 floats and
+// 16-byte aligned (tf32_k_major makes them).
+template <class Epilogue>
+void launch_v13_tf32(GemmShape s, const float* a, const float* b_t, const Epilogue& epilogue,
+                     cudaStream_t stream, int group = 0) {
+  launch_v13_maps<Epilogue, false, Tf32>(s, make_tma_map_2d(a, s.m, s.k, kBM, Tf32::kBK),
+                                         make_tma_map_2d(b_t, s.n, s.k, 128, Tf32::kBK), epilogue,
+                                         stream, group);
 }
 
 }  // namespace day04::wgmma_gemm

@@ -27,6 +27,7 @@
 #include "common/device_buffer.hpp"
 #include "gemm.hpp"
 #include "gemm_v13_kernel.cuh"
+#include "wgmma_gemm.cuh"
 
 namespace day04 {
 
@@ -90,6 +91,22 @@ void gemm_v13_wgmma_cluster_bf16(GemmShape s, float alpha, const __nv_bfloat16* 
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v13_wgmma_cluster_bf16");
   gemm_v13_ordered(s, alpha, a, b, beta, c, stream, 0);
+}
+
+// TF32: the same kernel on K-major operands (B transposed first, as in v11, its time included),
+// each CTA multicasting half of B^T's tile.
+void gemm_v13_ordered_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                           float* c, cudaStream_t stream, int group) {
+  const wgmma_gemm::Tf32Operands ops = wgmma_gemm::tf32_k_major(s, a, b, stream);
+  wgmma_gemm::launch_v13_tf32(GemmShape{s.m, s.n, ops.k4}, ops.a, ops.b_t,
+                              wgmma_gemm::StoreC{c, s.m, s.n, alpha, beta}, stream, group);
+}
+
+void gemm_v13_wgmma_cluster_tf32(GemmShape s, float alpha, const float* a, const float* b,
+                                 float beta, float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v13_wgmma_cluster_tf32");
+  gemm_v13_ordered_tf32(s, alpha, a, b, beta, c, stream, 0);
 }
 
 }  // namespace day04

@@ -32,4 +32,11 @@ void gemm_v17_wgmma_grouped_bf16(GemmShape s, float alpha, const __nv_bfloat16* 
   gemm_v13_ordered(s, alpha, a, b, beta, c, stream, kGroupPairRows);
 }
 
+void gemm_v17_wgmma_grouped_tf32(GemmShape s, float alpha, const float* a, const float* b,
+                                 float beta, float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v17_wgmma_grouped_tf32");
+  gemm_v13_ordered_tf32(s, alpha, a, b, beta, c, stream, kGroupPairRows);
+}
+
 }  // namespace day04

@@ -47,4 +47,21 @@ void gemm_v21_wgmma_staged_bf16(GemmShape s, float alpha, const __nv_bfloat16* a
   wgmma_gemm::launch_v13(s, a, b, epilogue, stream, wgmma_gemm::kStagedGroupPairRows);
 }
 
+// TF32: the same epilogue on v13's TF32 form (B transposed first, its time included). C's rows
+// must be whole 16-byte units for the TMA (N % 4 == 0); other shapes, and beta != 0, run v17's
+// TF32 form.
+void gemm_v21_wgmma_staged_tf32(GemmShape s, float alpha, const float* a, const float* b,
+                                float beta, float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v21_wgmma_staged_tf32");
+  if (beta != 0.f || s.n % 4 != 0 || !gpu100::aligned16(c)) {
+    gemm_v17_wgmma_grouped_tf32(s, alpha, a, b, beta, c, stream);
+    return;
+  }
+  const wgmma_gemm::Tf32Operands ops = wgmma_gemm::tf32_k_major(s, a, b, stream);
+  const wgmma_gemm::StoreCStaged<false> epilogue{make_tma_map_2d(c, s.m, s.n, 64, 32), alpha};
+  wgmma_gemm::launch_v13_tf32(GemmShape{s.m, s.n, ops.k4}, ops.a, ops.b_t, epilogue, stream,
+                              wgmma_gemm::kStagedGroupPairRows);
+}
+
 }  // namespace day04

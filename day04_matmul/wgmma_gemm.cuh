@@ -137,4 +137,17 @@ inline bool tma_bf16_ok(GemmShape s, const void* a, const void* b) {
   return s.k % 8 == 0 && s.n % 8 == 0 && gpu100::aligned16(a) && gpu100::aligned16(b);
 }
 
+// TF32's operands made K-major for the TMA (v11, and v13, v17 and v21 in TF32): B (K x N) becomes
+// B^T (N x K4) by day04's padded transpose, K4 = K rounded up to 4 so that every row is a multiple
+// of 16 bytes, the pad columns zeroed; A is copied into a zero-padded M x K4 buffer when K % 4 != 0
+// or A is not 16-byte aligned, and used in place otherwise. The copies are enqueued on `stream`
+// (their time is the caller's) into buffers that live as long as the calling thread and only grow,
+// so that timed runs allocate nothing. Host code (gemm_v11_wgmma.cu).
+struct Tf32Operands {
+  const float* a;    // M x k4
+  const float* b_t;  // N x k4
+  int k4;
+};
+Tf32Operands tf32_k_major(GemmShape s, const float* a, const float* b, cudaStream_t stream);
+
 }  // namespace day04::wgmma_gemm
