@@ -1,0 +1,89 @@
+// GEMM v23 (TF32), gemm_v23_wgmma_rs_tf32.cu: v21's TF32 form without the transpose of B.
+// What changed, and why it is faster:
+//  - wgmma reads TF32 operands from shared memory only K-major, and B (K x N, row-major) is
+//    N-major, so v11-v21 in TF32 first transpose all of B into a scratch buffer: at 4096^3 about
+//    35 of 386 us (Nsight Compute on an H200), while their GEMM kernel alone (338 us) was level
+//    with cuBLAS's, which reads B as it is.
+//  - Here the kernel computes D = C^T = B^T A^T. Its wgmma A operand, 64 columns of B x 8 k, may
+//    come from registers, and registers can be loaded from an N-major tile in any order: each
+//    consumer loads its fragments from B's tile in shared memory (16 four-byte loads a thread per
+//    k-tile of 32, arranged so that no two lanes of a load share a bank: wgmma_gemm::mma_ktile_nt).
+//    A (M x K, row-major) is K-major, which is what the wgmma B operand wants from shared memory:
+//    the TMA loads it as v13's TF32 form loaded B^T, each CTA of the cluster one half, multicast.
+//  - Same kernel otherwise (gemm_v13_kernel with E = Tf32Nt): 2-CTA clusters, persistent, bands of
+//    8 pair rows. Its tile is 128 columns of B (rows of D) x 256 rows of A.
+//  - Predicted: the transpose's 35 us gone from 386 at 4096^3, if the loads hide under the
+//    products (the wgmma's own shared reads, 80 KB a k-tile for two warpgroups, plus 16 KB of
+//    loads, against the 128 bytes a cycle shared memory gives over the ~1000 cycles a k-tile
+//    takes on the tensor cores).
+// What it costs: the accumulators hold C transposed, so the epilogue writes C column-wise from the
+// registers (4-byte stores, 16 bytes of a row of C per 4 lanes); and the TMA's rules: K % 4 == 0,
+// N % 4 == 0 (16-byte rows of A and B), A and B 16-byte aligned. Other calls run v21's TF32 form.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/arch.hpp"
+#include "common/math.hpp"
+#include "gemm.hpp"
+#include "gemm_v13_kernel.cuh"
+#include "tma.hpp"
+
+namespace day04 {
+
+namespace v23 {
+
+// C = alpha D^T + beta C from D = C^T's tile at (row0, col0) of D (rows: columns of C).
+struct StoreCTransposed {
+  float* c;
+  int m, n;  // C's shape
+  float alpha, beta;
+  __device__ __forceinline__ void operator()(const float (&d)[128], int row0, int col0,
+                                             int wg) const {
+    const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // accumulator rows lane / 4 and lane / 4 + 8
+      const int col = row0 + 64 * wg + wgmma_gemm::v23_column(w, lane / 4 + 8 * h);
+      if (col >= n) continue;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int row = col0 + 8 * j + 2 * t + e;
+          if (row >= m) continue;
+          float* out = c + size_t(row) * n + col;
+          const float v = alpha * d[4 * j + 2 * h + e];
+          *out = beta != 0.f ? v + beta * *out : v;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace v23
+
+void gemm_v23_wgmma_rs_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
+                            float* c, cudaStream_t stream) {
+  check_gemm_args(s, a, b, c);
+  gpu100::require_build(gpu100::ArchNeed::kSm90a, "v23_wgmma_rs_tf32");
+  if (s.k % 4 != 0 || s.n % 4 != 0 || !gpu100::aligned16(a) || !gpu100::aligned16(b)) {
+    gemm_v21_wgmma_staged_tf32(s, alpha, a, b, beta, c, stream);  // rows TMA cannot describe
+    return;
+  }
+  using wgmma_gemm::Tf32Nt;
+  // D = C^T is N x M: its rows are B's columns (the kernel's "A", 4 boxes of 32 columns x 32 k a
+  // CTA) and its columns A's rows (the kernel's "B", 128 rows x 32 k from each CTA of a pair).
+  wgmma_gemm::launch_v13_maps<v23::StoreCTransposed, false, Tf32Nt>(
+      GemmShape{s.n, s.m, s.k}, make_tma_map_2d(b, s.k, s.n, Tf32Nt::kBK, 32),
+      make_tma_map_2d(a, s.m, s.k, 128, Tf32Nt::kBK),
+      v23::StoreCTransposed{c, s.m, s.n, alpha, beta}, stream, wgmma_gemm::kStagedGroupPairRows);
+}
+
+std::string v23_row_note(GemmShape s) {
+  if (s.k % 4 == 0 && s.n % 4 == 0) return "";
+  return "K or N not a multiple of 4: TMA cannot describe the rows, so this shape ran "
+         "v21_wgmma_staged_tf32 (B transposed and padded first)";
+}
+
+}  // namespace day04
