@@ -147,26 +147,17 @@ struct LeanMainLoop {
 __device__ __forceinline__ void store_registers(const float (&acc)[64], float scale,
                                                 __nv_bfloat16* __restrict__ c, int m, int n,
                                                 int row0, int col0, int wg, int tid) {
-  const int lane = tid % 32, warp_in_wg = (tid % 128) / 32;
-  const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
   const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 4 == 0;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const int col = col0 + 8 * j + 2 * (lane % 4);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rbase + 8 * h;
-      if (row >= m || col >= n) continue;
-      __nv_bfloat16* out = c + size_t(row) * n + col;
-      const float v0 = scale * acc[4 * j + 2 * h], v1 = scale * acc[4 * j + 2 * h + 1];
-      if (pairs) {
-        *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
-      } else {
-        out[0] = __float2bfloat16_rn(v0);
-        if (col + 1 < n) out[1] = __float2bfloat16_rn(v1);
-      }
+  for_each_pair(acc, m, n, row0, col0, wg, tid, [&](int row, int col, float a0, float a1) {
+    __nv_bfloat16* out = c + size_t(row) * n + col;
+    const float v0 = scale * a0, v1 = scale * a1;
+    if (pairs) {
+      *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(v0, v1);
+    } else {
+      out[0] = __float2bfloat16_rn(v0);
+      if (col + 1 < n) out[1] = __float2bfloat16_rn(v1);
     }
-  }
+  });
 }
 
 // The grid of a persistent kernel (v16 on): one block per tile, at most as many as fit on the

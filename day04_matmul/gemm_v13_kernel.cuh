@@ -273,6 +273,12 @@ struct StoreCStaged {
   }
 };
 
+// Whether v21's staged epilogue (and v22's adding form) can take a call: beta == 0 (C is never
+// read), A and B as the TMA can describe them (tma_bf16_ok), and C 16-byte aligned for its stores.
+inline bool staged_bf16_ok(GemmShape s, const void* a, const void* b, float beta, const float* c) {
+  return beta == 0.f && tma_bf16_ok(s, a, b) && gpu100::aligned16(c);
+}
+
 // v21's and v22's tile order: bands of 8 pair rows (2048 rows of C); measured against v17's 4 in
 // gemm_v21_wgmma_staged_bf16.cu.
 inline constexpr int kStagedGroupPairRows = 8;

@@ -19,6 +19,12 @@
 // to 8), and the TMA kernel runs on those; the zero columns of A meet the zero rows of B, so the
 // product is unchanged, and the epilogue writes only the N real columns of C. The copies (2 x 2
 // bytes per element of A and B, predicted about 0.05 ms at 4097^3) are part of the variant's time.
+// TF32 (v13_wgmma_cluster_tf32): the same kernel, E = Tf32, on v11's K-major operands (B
+// transposed first, in the time: wgmma_gemm::tf32_k_major). What changes from v11's TF32 is what
+// changed from v11 to v13 in BF16 (a producer warpgroup, persistent clusters, multicast); in TF32 a
+// stage holds B^T's 256 rows x 32 k, and each CTA multicasts one 128-row half. Measured against
+// v11 on an H200 (results/h200/profiles.txt): 341 -> 350 TFLOP/s at 4096^3, 305 -> 344-357 at
+// 8192^3, 250-254 -> 326-327 at 4096 x 14336 x 4096.
 #include <cuda_bf16.h>
 
 #include <string>

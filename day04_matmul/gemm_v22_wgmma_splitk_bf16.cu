@@ -65,11 +65,9 @@ void gemm_v22_wgmma_splitk_bf16(GemmShape s, float alpha, const __nv_bfloat16* a
                                 const __nv_bfloat16* b, float beta, float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v22_wgmma_splitk_bf16");
-  if (beta != 0.f || !wgmma_gemm::tma_bf16_ok(s, a, b) || !gpu100::aligned16(c)) {
-    gemm_v17_wgmma_grouped_bf16(s, alpha, a, b, beta, c, stream);
-    return;
-  }
-  const int splits = splits_for(s);
+  // Calls the staged epilogue cannot take, and shapes whose pairs fill the GPU, run v21 (which
+  // sends the former on to v17).
+  const int splits = wgmma_gemm::staged_bf16_ok(s, a, b, beta, c) ? splits_for(s) : 1;
   if (splits == 1) {
     gemm_v21_wgmma_staged_bf16(s, alpha, a, b, beta, c, stream);
     return;

@@ -272,6 +272,30 @@ __device__ __forceinline__ void wait() {
 // rows (mma.cuh): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8,
 // 2t+8..). d (64 x 256 fp32, 128 registers per thread) += A (64 x 16, K-major) * B (16 x 256,
 // N-major; K-major with kTransB = 0).
+
+// Visits the accumulators of warpgroup wg in that layout, for the 64 rows of a tile whose top-left
+// corner is (row0, col0): fn(row, col, v0, v1) with the values of columns col and col + 1 (col is
+// even), skipping rows >= m and columns col >= n (col + 1 may still be n, when N is odd: the
+// caller's to check). tid: the thread's index in the block, of the caller's integer type (the
+// division by 32 and 128 compiles to shifts for an unsigned one). Each epilogue that writes from
+// the registers (day04's store_tile and store_registers) says only what it does with a pair.
+template <int kRegs, class Tid, class Fn>
+__device__ __forceinline__ void for_each_pair(const float (&d)[kRegs], int m, int n, int row0,
+                                              int col0, int wg, Tid tid, Fn&& fn) {
+  const int lane = tid % 32, warp_in_wg = (tid % 128) / 32;
+  const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
+#pragma unroll
+  for (int j = 0; j < kRegs / 4; ++j) {
+    const int col = col0 + 8 * j + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = rbase + 8 * h;
+      if (row >= m || col >= n) continue;
+      fn(row, col, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
 template <int kTransB = 1>
 __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t desc_a,
                                                       uint64_t desc_b) {

@@ -148,32 +148,23 @@ __device__ __forceinline__ int v23_column(int w, int r) {
 __device__ __forceinline__ void store_tile(const float (&d)[128], float* __restrict__ c, int m,
                                            int n, int row0, int col0, int wg, float alpha,
                                            float beta) {
-  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x % 128) / 32;
-  const int rbase = row0 + wg * 64 + warp_in_wg * 16 + lane / 4;
   const bool pairs = n % 2 == 0 && reinterpret_cast<uintptr_t>(c) % 8 == 0;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const int col = col0 + 8 * j + 2 * (lane % 4);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = rbase + 8 * h;
-      if (row >= m || col >= n) continue;
-      float* out = c + size_t(row) * n + col;
-      const float v0 = alpha * d[4 * j + 2 * h], v1 = alpha * d[4 * j + 2 * h + 1];
-      if (pairs) {
-        float2 r = make_float2(v0, v1);
-        if (beta != 0.f) {
-          const float2 old = *reinterpret_cast<const float2*>(out);
-          r.x += beta * old.x;
-          r.y += beta * old.y;
-        }
-        *reinterpret_cast<float2*>(out) = r;
-      } else {
-        out[0] = v0 + (beta != 0.f ? beta * out[0] : 0.f);
-        if (col + 1 < n) out[1] = v1 + (beta != 0.f ? beta * out[1] : 0.f);
+  for_each_pair(d, m, n, row0, col0, wg, threadIdx.x, [&](int row, int col, float d0, float d1) {
+    float* out = c + size_t(row) * n + col;
+    const float v0 = alpha * d0, v1 = alpha * d1;
+    if (pairs) {
+      float2 r = make_float2(v0, v1);
+      if (beta != 0.f) {
+        const float2 old = *reinterpret_cast<const float2*>(out);
+        r.x += beta * old.x;
+        r.y += beta * old.y;
       }
+      *reinterpret_cast<float2*>(out) = r;
+    } else {
+      out[0] = v0 + (beta != 0.f ? beta * out[0] : 0.f);
+      if (col + 1 < n) out[1] = v1 + (beta != 0.f ? beta * out[1] : 0.f);
     }
-  }
+  });
 }
 
 // The BF16 shapes and pointers TMA can describe (16-byte row strides and addresses); v11-v13
