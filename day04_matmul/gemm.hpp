@@ -128,6 +128,12 @@ void gemm_v17_wgmma_grouped_tf32(GemmShape, float, const float*, const float*, f
                                  cudaStream_t);
 void gemm_v21_wgmma_staged_tf32(GemmShape, float, const float*, const float*, float, float*,
                                 cudaStream_t);
+// v23: TF32 without B's transpose (sm_90a): C^T = B^T A^T on v21's kernel, B's fragments loaded
+// into registers from its N-major tile. Needs K % 4 == 0, N % 4 == 0 and 16-byte aligned A and B;
+// other calls run v21's TF32 form. Its row note names that fallback ("" otherwise).
+void gemm_v23_wgmma_rs_tf32(GemmShape, float, const float*, const float*, float, float*,
+                            cudaStream_t);
+std::string v23_row_note(GemmShape s);
 // v13's launcher in TF32 with the order of its tile pairs (as gemm_v13_ordered), arguments checked.
 void gemm_v13_ordered_tf32(GemmShape s, float alpha, const float* a, const float* b, float beta,
                            float* c, cudaStream_t stream, int group);

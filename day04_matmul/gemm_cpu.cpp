@@ -235,6 +235,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "v21 in TF32: v17's TF32 form with its outputs written by the TMA (beta == 0, N % 4 "
            "== 0)",
            P::kTf32, gemm_v21_wgmma_staged_tf32, nullptr, false, "cublas_tf32", A::kSm90a},
+          {"v23_wgmma_rs_tf32",
+           "v21 in TF32 without B's transpose: C^T = B^T A^T, B's fragments loaded into registers "
+           "from its N-major tile",
+           P::kTf32, gemm_v23_wgmma_rs_tf32, nullptr, false, "cublas_tf32", A::kSm90a,
+           v23_row_note},
           {"v14_wgmma_fp8",
            "FP8 e4m3: wgmma m64n128k32, TMA 6-stage producer/consumer, fp32 promotion every 128 "
            "of k; B given as B^T (TN)",

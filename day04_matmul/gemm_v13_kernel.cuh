@@ -77,7 +77,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
   const int tiles_n = gpu100::ceil_div(n, kBN);
   const int pairs_m = gpu100::ceil_div(gpu100::ceil_div(m, kBM), 2);
   const int num_pairs = tiles_n * pairs_m;  // one per cluster at a time
-  const int num_ktiles = gpu100::ceil_div(k, kBK);
+  constexpr bool kNt = std::is_same_v<E, Tf32Nt>;
+  // Tf32Nt runs its k-tiles two at a time (its fragment registers alternate between two sets):
+  // an odd count gets one more k-tile past K, which the TMA fills with zeros.
+  const int num_ktiles = kNt ? 2 * gpu100::ceil_div(k, 2 * kBK) : gpu100::ceil_div(k, kBK);
   const int cluster = blockIdx.x / 2, num_clusters = gridDim.x / 2;
   const int num_splits = kSplitK ? splits : 1;
   const int num_items = num_pairs * num_splits;
@@ -116,7 +119,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
           const int s = it % kStages;
           if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
           mbar_expect_tx(&full[s], kStageBytes);  // A here + all of B, from both CTAs
-          tma_load_2d(stage(s), &map_a, t * kBK, row0, &full[s]);
+          if constexpr (kNt) {  // this CTA's 128 columns of B (N-major): 4 boxes of 32 x 32 k
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              tma_load_2d(stage(s) + q * 4096, &map_a, row0 + 32 * q, t * kBK, &full[s]);
+            }
+          } else {
+            tma_load_2d(stage(s), &map_a, t * kBK, row0, &full[s]);
+          }
           if constexpr (std::is_same_v<E, Bf16>) {  // two of B's four 64-column boxes
 #pragma unroll
             for (int q = 2 * int(rank); q < 2 * int(rank) + 2; ++q) {
@@ -147,14 +157,33 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
 #pragma unroll
       for (int i = 0; i < 128; ++i) d[i] = 0.f;
       const int count = w.last - w.first;  // this item's k-tiles, in the stages in turn
-      for (int t = 0; t < count; ++t, ++it) {
-        const int s = it % kStages;
-        mbar_wait(&full[s], (it / kStages) & 1);
-        fence();
-        mma_ktile<E>(d, stage(s), wg);
-        commit();
-        wait<1>();
-        if (t >= 1) release((it - 1) % kStages);
+      if constexpr (kNt) {
+        // B's fragments go to the wgmma in registers, which stay in use until its group retires:
+        // k-tiles alternate between two sets, so that loading one overlaps the other's products.
+        uint32_t fa[16], fb[16];
+        auto step = [&](int t, uint32_t(&f)[16]) {
+          const int s = it % kStages;
+          mbar_wait(&full[s], (it / kStages) & 1);
+          mma_ktile_nt(d, f, stage(s), wg);
+          commit();
+          wait<1>();
+          if (t >= 1) release((it - 1) % kStages);
+          ++it;
+        };
+        for (int t = 0; t < count; t += 2) {  // count is even (num_ktiles above)
+          step(t, fa);
+          step(t + 1, fb);
+        }
+      } else {
+        for (int t = 0; t < count; ++t, ++it) {
+          const int s = it % kStages;
+          mbar_wait(&full[s], (it / kStages) & 1);
+          fence();
+          mma_ktile<E>(d, stage(s), wg);
+          commit();
+          wait<1>();
+          if (t >= 1) release((it - 1) % kStages);
+        }
       }
       wait<0>();
       release((it - 1) % kStages);

@@ -62,6 +62,26 @@ TEST_CASE("v22 split-K: shapes whose tile pairs leave clusters idle, the slices 
   }
 }
 
+TEST_CASE("v23 (TF32, no transpose): odd k-tile counts, tails of M and N, several tiles per CTA",
+          "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v23_wgmma_rs_tf32");
+  const auto* v = day04::find_gemm_variant("v23_wgmma_rs_tf32");
+  REQUIRE(v != nullptr);
+  // K = 96 and 272: 3 and 9 k-tiles of 32, so the kernel runs one more, past K, filled with
+  // zeros; N = 388 and 260: a last 128-column tile of B 4 columns wide; M = 300: a last tile of
+  // A 44 rows deep; 4096 x 2048 x 64: 128 tile pairs, more than an H100's 66 clusters, so each
+  // CTA runs several (the persistent loop and the alternating fragment sets across tiles).
+  const std::vector<day04::GemmShape> shapes = {
+      {300, 388, 96}, {129, 260, 272}, {1, 4, 4}, {4096, 2048, 64}, {257, 132, 1000}};
+  uint64_t seed = 7000;
+  for (const auto& s : shapes) {
+    if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
+    INFO(v->row_note(s));
+    check_variant(*v, s, 1.0f, 0.0f, seed += 3);
+    check_variant(*v, s, -0.5f, 0.25f, seed += 3);
+  }
+}
+
 TEST_CASE("every v8 tile configuration is correct, and the autotuner picks one", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 2000;

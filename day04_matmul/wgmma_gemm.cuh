@@ -50,6 +50,13 @@ struct Tf32 {
   using T = float;
   static constexpr int kBK = 32, kKStep = 8;
 };
+// v23's TF32 without the transpose: D = C^T = B^T A^T, so that B (K x N, row-major, N-major)
+// supplies the wgmma's A operand from registers, loaded from its N-major tile in any layout the
+// threads choose, and A (M x K, row-major: K-major) is the wgmma's B operand in shared memory.
+struct Tf32Nt {
+  using T = float;
+  static constexpr int kBK = 32, kKStep = 8;
+};
 
 // The pieces v11 and v12 share. A stage holds A (128 rows x 128 bytes of k) and then B: in BF16
 // four boxes of 64 k-rows x 64 columns (8 KB apart), in TF32 one box of 256 rows of the
@@ -94,6 +101,44 @@ __device__ __forceinline__ void mma_ktile(float (&d)[128], const uint8_t* stage,
       wgmma_m64n256k8_tf32(d, da, desc_at(db0, kk * (32 >> 4)));
     }
   }
+}
+
+// v23 (Tf32Nt): warpgroup wg's multiplies of one k-tile (issued, not waited for): B's fragments
+// loaded from the stage into f, then d += B^T[the warpgroup's 64 columns of B] * A^T[256 rows of
+// A], 4 k-steps of 8. The stage's first 16 KB hold this CTA's 128 columns of B as 4 TMA boxes of
+// 32 columns x 32 k (128-byte rows in the 128-byte swizzle: chunk c of 16 bytes in row k lies at
+// chunk c ^ (k % 8)); warpgroup wg reads boxes 2 wg (a[0], a[2]) and 2 wg + 1 (a[1], a[3]). The
+// fragment row g of warp w holds column 4 w + 16 (g / 4) + g % 4 of its box (v23_column), so
+// that the 32 lanes of a load, chunks w and w + 4 against k % 8 = t, touch 32 different banks.
+// A's part is K-major as the TF32 B^T of v13's form was: the same descriptor.
+__device__ __forceinline__ void mma_ktile_nt(float (&d)[128], uint32_t (&f)[16],
+                                             const uint8_t* stage, int wg) {
+  const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, g = lane / 4, t = lane % 4;
+  const int c = w + 4 * (g / 4), i = g % 4;
+  const uint32_t* box = reinterpret_cast<const uint32_t*>(stage + 2 * wg * 4096);
+  const int lo = (t * 128 + ((c ^ t) * 16) + i * 4) / 4;              // k = t, in words
+  const int hi = ((t + 4) * 128 + ((c ^ (t + 4)) * 16) + i * 4) / 4;  // k = t + 4
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {  // k-step kk: 8 rows of 128 bytes further, the same chunks
+    f[4 * kk + 0] = box[lo + kk * 256];
+    f[4 * kk + 1] = box[1024 + lo + kk * 256];
+    f[4 * kk + 2] = box[hi + kk * 256];
+    f[4 * kk + 3] = box[1024 + hi + kk * 256];
+  }
+  fence();  // the registers written above, before the wgmma reads them
+  const uint64_t db0 = make_desc(stage + kABytes, 16, 1024);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint32_t a[4] = {f[4 * kk], f[4 * kk + 1], f[4 * kk + 2], f[4 * kk + 3]};
+    wgmma_m64n256k8_tf32_rs(d, a, desc_at(db0, kk * (32 >> 4)));
+  }
+}
+
+// The column of B (within the warpgroup's 64) that accumulator row r (0..15) of warp w holds in
+// v23: rows r < 8 come from box 0, rows r >= 8 from box 1, each in mma_ktile_nt's order.
+__device__ __forceinline__ int v23_column(int w, int r) {
+  const int g = r % 8;
+  return 32 * (r / 8) + 4 * w + 16 * (g / 4) + g % 4;
 }
 
 // Epilogue of warpgroup wg: C = alpha d + beta C on its 64 x 256 part of the tile. Register
