@@ -119,6 +119,11 @@ void gemm_v21_wgmma_staged_bf16(GemmShape, float alpha, const __nv_bfloat16*, co
 void gemm_v22_wgmma_splitk_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
                                 float beta, float*, cudaStream_t);
 std::string v22_row_note(GemmShape s);
+// v24: v22 with tiles of 128 x 64 where they leave the busiest cluster fewer columns of C than
+// 128 x 256 tiles do (sm_90a), and its row note (the tile, or v22's note).
+void gemm_v24_wgmma_narrow_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
+                                float beta, float*, cudaStream_t);
+std::string v24_row_note(GemmShape s);
 // v13, v17 and v21 in TF32 (sm_90a): their kernels on K-major operands, B transposed first into a
 // scratch buffer as in v11 (its time included); A and B^T padded when K % 4 != 0. v21's staged
 // epilogue needs beta == 0, N % 4 == 0 and a 16-byte aligned C; other calls run v17's TF32 form.

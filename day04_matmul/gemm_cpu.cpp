@@ -226,6 +226,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "sums added into C (zeroed first) by the TMA's reducing copy",
            P::kBf16, nullptr, gemm_v22_wgmma_splitk_bf16, false, "cublas_bf16", A::kSm90a,
            v22_row_note},
+          {"v24_wgmma_narrow_bf16",
+           "v22 with 128 x 64 tiles where 128 x 256 tiles leave clusters idle: 4x the tiles, each "
+           "CTA a whole K, B's one box multicast by halves",
+           P::kBf16, nullptr, gemm_v24_wgmma_narrow_bf16, false, "cublas_bf16", A::kSm90a,
+           v24_row_note},
           {"v13_wgmma_cluster_tf32",
            "v13 in TF32: B transposed first (K-major), each CTA multicasting half of B^T's tile",
            P::kTf32, gemm_v13_wgmma_cluster_tf32, nullptr, false, "cublas_tf32", A::kSm90a},

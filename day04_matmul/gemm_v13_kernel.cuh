@@ -74,7 +74,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
 
   const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32;
   const uint32_t rank = cluster_rank();
-  const int tiles_n = gpu100::ceil_div(n, kBN);
+  const int tiles_n = gpu100::ceil_div(n, E::kBN);
   const int pairs_m = gpu100::ceil_div(gpu100::ceil_div(m, kBM), 2);
   const int num_pairs = tiles_n * pairs_m;  // one per cluster at a time
   constexpr bool kNt = std::is_same_v<E, Tf32Nt>;
@@ -114,11 +114,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
       int it = 0;
       for (int p = cluster; p < num_items; p += num_clusters) {
         const Item w = item(p);
-        const int row0 = (w.pair.x * 2 + int(rank)) * kBM, col0 = w.pair.y * kBN;
+        const int row0 = (w.pair.x * 2 + int(rank)) * kBM, col0 = w.pair.y * E::kBN;
         for (int t = w.first; t < w.last; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
-          mbar_expect_tx(&full[s], kStageBytes);  // A here + all of B, from both CTAs
+          mbar_expect_tx(&full[s], kABytes + E::kBN * 128);  // A here + all of B, from both CTAs
           if constexpr (kNt) {  // this CTA's 128 columns of B (N-major): 4 boxes of 32 x 32 k
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
@@ -127,7 +127,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
           } else {
             tma_load_2d(stage(s), &map_a, t * kBK, row0, &full[s]);
           }
-          if constexpr (std::is_same_v<E, Bf16>) {  // two of B's four 64-column boxes
+          if constexpr (std::is_same_v<E, Bf16Narrow>) {  // half of B's one box: 32 k-rows
+            tma_load_2d_multicast(stage(s) + kABytes + int(rank) * 4096, &map_b, col0,
+                                  t * kBK + 32 * int(rank), &full[s], 0x3);
+          } else if constexpr (std::is_same_v<E, Bf16>) {  // two of B's four 64-column boxes
 #pragma unroll
             for (int q = 2 * int(rank); q < 2 * int(rank) + 2; ++q) {
               tma_load_2d_multicast(stage(s) + kABytes + q * 8192, &map_b, col0 + 64 * q, t * kBK,
@@ -152,10 +155,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     int it = 0;
     for (int p = cluster; p < num_items; p += num_clusters) {
       const Item w = item(p);
-      const int row0 = (w.pair.x * 2 + int(rank)) * kBM, col0 = w.pair.y * kBN;
-      float d[128];
+      const int row0 = (w.pair.x * 2 + int(rank)) * kBM, col0 = w.pair.y * E::kBN;
+      float d[E::kBN / 2];
 #pragma unroll
-      for (int i = 0; i < 128; ++i) d[i] = 0.f;
+      for (int i = 0; i < E::kBN / 2; ++i) d[i] = 0.f;
       const int count = w.last - w.first;  // this item's k-tiles, in the stages in turn
       if constexpr (kNt) {
         // B's fragments go to the wgmma in registers, which stay in use until its group retires:
@@ -222,19 +225,19 @@ struct StoreC {
 // memory and the TMA, for beta == 0, in 4 passes of 64 columns a warpgroup. kAdd (v22's split-K):
 // each pass is added into C in L2 by the TMA (cp.reduce.async.bulk .add, fp32) instead of stored,
 // so that the k-slices of one tile sum up in a C that was zeroed first.
-template <bool kAdd>
+template <bool kAdd, int kTileN = kBN>
 struct StoreCStaged {
   static constexpr int kStagingBytes = 2 * 16384;  // 16 KB a consumer warpgroup
   CUtensorMap map_c;                               // fp32 C in 64-row x 32-column boxes
   float alpha;
-  __device__ __forceinline__ void operator()(const float (&d)[128], int row0, int col0, int wg,
-                                             uint8_t* staging) const {
+  __device__ __forceinline__ void operator()(const float (&d)[kTileN / 2], int row0, int col0,
+                                             int wg, uint8_t* staging) const {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace day04::wgmma;
     const int tid = threadIdx.x % 128, lane = tid % 32, warp = tid / 32;
     constexpr int kBox = 64 * 128;  // bytes: 64 rows of 32 fp32
 #pragma unroll
-    for (int pass = 0; pass < kBN / 64; ++pass) {
+    for (int pass = 0; pass < kTileN / 64; ++pass) {
       // The staging tile is free once the previous copy (this tile's or the last tile's) has
       // read it.
       if (tid == 0) bulk_wait_read_all();
@@ -310,9 +313,10 @@ int v13_max_clusters() {
   return clusters;
 }
 
-// The tile pairs of a shape (2 x 128 rows by 256 columns of C).
-inline int64_t v13_pairs(GemmShape s) {
-  return int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, kBN);
+// The tile pairs of a shape (2 x 128 rows by E::kBN columns of C).
+template <class E = Bf16>
+int64_t v13_pairs(GemmShape s) {
+  return int64_t(gpu100::ceil_div(gpu100::ceil_div(s.m, kBM), 2)) * gpu100::ceil_div(s.n, E::kBN);
 }
 
 // A B through v13's main loop on the tensor maps of A (boxes of kBM rows x E::kBK) and of B (BF16:
@@ -324,7 +328,7 @@ inline int64_t v13_pairs(GemmShape s) {
 template <class Epilogue, bool kSplitK = false, class E = Bf16>
 void launch_v13_maps(GemmShape s, const CUtensorMap& map_a, const CUtensorMap& map_b,
                      const Epilogue& epilogue, cudaStream_t stream, int group = 0, int splits = 1) {
-  const int64_t items = v13_pairs(s) * (kSplitK ? splits : 1);
+  const int64_t items = v13_pairs<E>(s) * (kSplitK ? splits : 1);
   const int clusters =
       static_cast<int>(std::min<int64_t>(items, v13_max_clusters<Epilogue, kSplitK, E>()));
   gemm_v13_kernel<Epilogue, kSplitK, E>

@@ -62,6 +62,26 @@ TEST_CASE("v22 split-K: shapes whose tile pairs leave clusters idle, the slices 
   }
 }
 
+TEST_CASE("v24 narrow tiles: small shapes in 128 x 64 tiles, tails of M, N and K", "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v24_wgmma_narrow_bf16");
+  const auto* v = day04::find_gemm_variant("v24_wgmma_narrow_bf16");
+  REQUIRE(v != nullptr);
+  // 1024^3 (64 pairs of narrow tiles); 300 x 200 x 1000 (tails of M, of N in the last 64 columns,
+  // and of K in the last k-tile); 77 x 8 x 520 (one pair, 8 columns); 1280 x 2048 x 256 (160
+  // narrow pairs, more than the clusters of an H100: the persistent loop); the last runs v22's
+  // wide tiles.
+  const std::vector<day04::GemmShape> shapes = {
+      {1024, 1024, 1024}, {300, 200, 1000}, {77, 8, 520}, {1280, 2048, 256}, {4096, 4096, 256}};
+  uint64_t seed = 9000;
+  for (const auto& s : shapes) {
+    if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
+    INFO(v->row_note(s));
+    check_variant(*v, s, 1.0f, 0.0f, seed += 3);
+    check_variant(*v, s, -0.5f, 0.0f, seed += 3, 3);  // three calls on one C
+    check_variant(*v, s, 0.5f, 2.0f, seed += 3);      // beta != 0: v22 sends it on to v17
+  }
+}
+
 TEST_CASE("v23 (TF32, no transpose): odd k-tile counts, tails of M and N, several tiles per CTA",
           "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v23_wgmma_rs_tf32");

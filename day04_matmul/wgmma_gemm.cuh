@@ -42,13 +42,24 @@ __device__ __forceinline__ int2 grouped_tile(int index, int tiles_m, int tiles_n
 }
 
 // What differs between the two element types.
+// kBN: the columns of C a CTA's tile spans (gemm_v13_kernel's tiles are kBM x E::kBN).
 struct Bf16 {
   using T = __nv_bfloat16;
   static constexpr int kBK = 64, kKStep = 16;  // k per stage (128 bytes), k per wgmma
+  static constexpr int kBN = 256;
 };
 struct Tf32 {
   using T = float;
   static constexpr int kBK = 32, kKStep = 8;
+  static constexpr int kBN = 256;
+};
+// v24's narrow tiles: BF16 in tiles of 128 x 64, for shapes whose 128 x 256 tiles leave SMs idle.
+// A stage's B is one 64 k-row x 64-column box, which the two CTAs of a cluster load as one 32-row
+// half each, multicast to both.
+struct Bf16Narrow {
+  using T = __nv_bfloat16;
+  static constexpr int kBK = 64, kKStep = 16;
+  static constexpr int kBN = 64;
 };
 // v23's TF32 without the transpose: D = C^T = B^T A^T, so that B (K x N, row-major, N-major)
 // supplies the wgmma's A operand from registers, loaded from its N-major tile in any layout the
@@ -56,6 +67,7 @@ struct Tf32 {
 struct Tf32Nt {
   using T = float;
   static constexpr int kBK = 32, kKStep = 8;
+  static constexpr int kBN = 256;
 };
 
 // The pieces v11 and v12 share. A stage holds A (128 rows x 128 bytes of k) and then B: in BF16
@@ -81,7 +93,7 @@ __device__ __forceinline__ void issue_ktile(uint8_t* stage, const CUtensorMap* m
 
 // Warpgroup wg's multiplies of one k-tile (issued, not waited for): d += A[wg's 64 rows] * B.
 template <typename E>
-__device__ __forceinline__ void mma_ktile(float (&d)[128], const uint8_t* stage, int wg) {
+__device__ __forceinline__ void mma_ktile(float (&d)[E::kBN / 2], const uint8_t* stage, int wg) {
   // The k-tile's two base descriptors; each k-step's is a 32-bit add away (desc_at: the start
   // address is the low 14 bits, address / 16), not rebuilt from an address.
   // A: this warpgroup's 64 rows (8 KB further for warpgroup 1); each k-step is 32 bytes further
@@ -90,12 +102,15 @@ __device__ __forceinline__ void mma_ktile(float (&d)[128], const uint8_t* stage,
   // B in BF16, N-major: a k-step is 16 k-rows = 2048 B further; LBO = 8192 B to the next
   // 64-column box, SBO = 1024 B between groups of 8 k-rows. In TF32, K-major like A: 256 rows of
   // 128 bytes, a k-step is 32 bytes further in each row.
-  constexpr bool kBf16 = std::is_same_v<E, Bf16>;
+  // Bf16Narrow: one 64-column box, the same k-step.
+  constexpr bool kBf16 = std::is_same_v<typename E::T, __nv_bfloat16>;
   const uint64_t db0 = make_desc(stage + kABytes, kBf16 ? 8192 : 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < E::kBK / E::kKStep; ++kk) {
     const uint64_t da = desc_at(da0, kk * (32 >> 4));
-    if constexpr (kBf16) {
+    if constexpr (E::kBN == 64) {
+      wgmma_m64n64k16_bf16_ss_major<0, 1>(d, da, desc_at(db0, kk * (2048 >> 4)), 1);
+    } else if constexpr (kBf16) {
       wgmma_m64n256k16_bf16(d, da, desc_at(db0, kk * (2048 >> 4)));
     } else {
       wgmma_m64n256k8_tf32(d, da, desc_at(db0, kk * (32 >> 4)));
