@@ -64,6 +64,10 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
                     const __grid_constant__ CUtensorMap map_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kBK = E::kBK;
+  // The pipeline: E::kStages stages of A's 128 rows and B's E::kBN columns (4 x 48 KB, or for the
+  // narrow tiles 8 x 24 KB: the same shared memory, twice the k-tiles in flight).
+  constexpr int kStages = E::kStages, kStageBytes = kABytes + E::kBN * 128;
+  static_assert(kStages * kStageBytes == wgmma_gemm::kStages * wgmma_gemm::kStageBytes);
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
@@ -118,7 +122,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
         for (int t = w.first; t < w.last; ++t, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait_cluster(&empty[s], (it / kStages - 1) & 1);
-          mbar_expect_tx(&full[s], kABytes + E::kBN * 128);  // A here + all of B, from both CTAs
+          mbar_expect_tx(&full[s], kStageBytes);  // A here + all of B, from both CTAs
           if constexpr (kNt) {  // this CTA's 128 columns of B (N-major): 4 boxes of 32 x 32 k
 #pragma unroll
             for (int q = 0; q < 4; ++q) {

@@ -45,10 +45,12 @@ using Narrow = wgmma_gemm::StoreCStaged<false, Bf16Narrow::kBN>;
 bool narrow_for(GemmShape s) {
   const int64_t wide = wgmma_gemm::v13_pairs<Bf16>(s),
                 narrow = wgmma_gemm::v13_pairs<Bf16Narrow>(s);
-  const int64_t clusters_wide = wgmma_gemm::v13_max_clusters<wgmma_gemm::StoreCStaged<false>>();
-  const int64_t clusters_narrow = wgmma_gemm::v13_max_clusters<Narrow, false, Bf16Narrow>();
-  return gpu100::ceil_div(narrow, clusters_narrow) * Bf16Narrow::kBN <
-         gpu100::ceil_div(wide, clusters_wide) * Bf16::kBN;
+  // Both kernels take the same threads and shared memory, so as many clusters of either fit. (The
+  // wide kernel is not asked here: this file would compile its own copy of it, and two copies of
+  // one kernel in two files may not share the attribute set on one of them.)
+  const int64_t clusters = wgmma_gemm::v13_max_clusters<Narrow, false, Bf16Narrow>();
+  return gpu100::ceil_div(narrow, clusters) * Bf16Narrow::kBN <
+         gpu100::ceil_div(wide, clusters) * Bf16::kBN;
 }
 
 }  // namespace

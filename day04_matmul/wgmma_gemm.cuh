@@ -42,16 +42,17 @@ __device__ __forceinline__ int2 grouped_tile(int index, int tiles_m, int tiles_n
 }
 
 // What differs between the two element types.
-// kBN: the columns of C a CTA's tile spans (gemm_v13_kernel's tiles are kBM x E::kBN).
+// kBN: the columns of C a CTA's tile spans (gemm_v13_kernel's tiles are kBM x E::kBN); kStages:
+// gemm_v13_kernel's pipeline depth.
 struct Bf16 {
   using T = __nv_bfloat16;
   static constexpr int kBK = 64, kKStep = 16;  // k per stage (128 bytes), k per wgmma
-  static constexpr int kBN = 256;
+  static constexpr int kBN = 256, kStages = 4;
 };
 struct Tf32 {
   using T = float;
   static constexpr int kBK = 32, kKStep = 8;
-  static constexpr int kBN = 256;
+  static constexpr int kBN = 256, kStages = 4;
 };
 // v24's narrow tiles: BF16 in tiles of 128 x 64, for shapes whose 128 x 256 tiles leave SMs idle.
 // A stage's B is one 64 k-row x 64-column box, which the two CTAs of a cluster load as one 32-row
@@ -59,7 +60,7 @@ struct Tf32 {
 struct Bf16Narrow {
   using T = __nv_bfloat16;
   static constexpr int kBK = 64, kKStep = 16;
-  static constexpr int kBN = 64;
+  static constexpr int kBN = 64, kStages = 8;  // the 4 x 48 KB of shared memory as 8 x 24 KB
 };
 // v23's TF32 without the transpose: D = C^T = B^T A^T, so that B (K x N, row-major, N-major)
 // supplies the wgmma's A operand from registers, loaded from its N-major tile in any layout the
@@ -67,7 +68,7 @@ struct Bf16Narrow {
 struct Tf32Nt {
   using T = float;
   static constexpr int kBK = 32, kKStep = 8;
-  static constexpr int kBN = 256;
+  static constexpr int kBN = 256, kStages = 4;
 };
 
 // The pieces v11 and v12 share. A stage holds A (128 rows x 128 bytes of k) and then B: in BF16
