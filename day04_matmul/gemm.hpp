@@ -119,6 +119,8 @@ void gemm_v21_wgmma_staged_bf16(GemmShape, float alpha, const __nv_bfloat16*, co
 void gemm_v22_wgmma_splitk_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
                                 float beta, float*, cudaStream_t);
 std::string v22_row_note(GemmShape s);
+// The number of k-slices v22 cuts shape s into (1: not split), for calls it can stage (sm_90a).
+int v22_splits(GemmShape s);
 // v24: v22 with tiles of 128 x 64 where they leave the busiest cluster fewer columns of C than
 // 128 x 256 tiles do (sm_90a), and its row note (the tile, or v22's note).
 void gemm_v24_wgmma_narrow_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,

@@ -51,6 +51,10 @@ int splits_for(GemmShape s) {
 
 }  // namespace
 
+int v22_splits(GemmShape s) {
+  return splits_for(s);
+}
+
 std::string v22_row_note(GemmShape s) {
   if (!gpu100::build_has(gpu100::ArchNeed::kSm90a)) return "";  // no kernel to ask about
   std::string note = v13_row_note(s);  // shapes the TMA cannot describe go to v17, staged

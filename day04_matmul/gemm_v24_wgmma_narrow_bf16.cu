@@ -9,17 +9,23 @@
 //    (m64n64k16); a stage's B is one box of 64 k-rows x 64 columns, and the two CTAs of a cluster
 //    (two tiles one above the other) each load one 32-row half of it, multicast to both. The
 //    epilogue is v21's in one pass of 64 columns.
-//  - Which tile: the one that leaves the busiest cluster the fewest columns of C to compute (the
-//    tile pairs a cluster runs in turn, times the tile's width); on a tie the wide tile, whose
-//    products read less shared memory per flop. When the wide tile wins, v22 runs (K split where
-//    its pairs still leave clusters idle).
+//  - Which tile: narrow where the wide pairs leave clusters idle, the narrow pairs fit on the
+//    GPU at once, and v22 would have to cut K into slices shorter than 16 k-tiles to fill it.
+//    Otherwise v22 runs (K split where its pairs still leave clusters idle): a 64-column tile's
+//    products read shared memory at the rate it can give (per k-step, 4 KB of A and 2 x 2 KB of
+//    B for 64 x 64 x 16 x 2 products in each warpgroup), and measured here they run at about 70%
+//    of the wide tile's rate per SM, so long slices of the wide tile win.
+//  - Its pipeline holds 8 stages of 24 KB (v21: 4 of 48 KB): a k-tile of the narrow tile is about
+//    260 cycles of products, and 4 of them did not cover the TMA's latency (1024^3: 171 TFLOP/s
+//    with 4 stages, 204 with 8).
 //  - Predicted at 1024^3: 64 tile pairs of 128 x 64 on 128 SMs, 16 k-tiles each of about 260
 //    cycles on the tensor cores (4,100 in all, 2.3 us). Each CTA reads 320 KB from L2 (its 128
 //    rows of A, half of its 64 columns of B), about 3 us at 60 bytes a cycle: the kernel near 5-6
 //    us against v21's 16 (cuBLAS's kernel, 128 x 64 tiles on 128 CTAs too, takes 7.4).
-// What it costs: a 64-column wgmma reads shared memory at the rate it can give (per k-step, 4 KB
-// of A and 2 x 2 KB of B for 64 x 64 x 16 x 2 products in each warpgroup), so narrow tiles are for
-// shapes that cannot fill the GPU otherwise, not for large ones.
+//    Measured (an H200, results/h200/profiles.txt): the kernel 8.8 us, the call 0.0104 ms against
+//    v22's 0.0173 (204 against 123 TFLOP/s; cuBLAS 0.0090 ms, 238).
+// What it costs: a second instance of v13's kernel (E = Bf16Narrow, StoreCStaged<false, 64>), and
+// the choice of tile, made on the host from the shape and the GPU's cluster count.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -41,16 +47,21 @@ using wgmma_gemm::Bf16;
 using wgmma_gemm::Bf16Narrow;
 using Narrow = wgmma_gemm::StoreCStaged<false, Bf16Narrow::kBN>;
 
-// Whether shape s runs the narrow tiles: the busiest cluster's share of C's columns is smaller.
+// v22's slices shorter than this many k-tiles run the narrow tiles instead (measured at both ends
+// only: 4 k-tiles at 1024^3, narrow 1.7x faster; 56 at 256 x 4096 x 14336, v22 1.16x faster).
+constexpr int kMinSliceKtiles = 16;
+
+// Whether shape s runs the narrow tiles: the wide tile pairs leave clusters idle, the narrow ones
+// fit on the GPU at once, and v22 would fill it only with short slices of K.
 bool narrow_for(GemmShape s) {
-  const int64_t wide = wgmma_gemm::v13_pairs<Bf16>(s),
-                narrow = wgmma_gemm::v13_pairs<Bf16Narrow>(s);
   // Both kernels take the same threads and shared memory, so as many clusters of either fit. (The
   // wide kernel is not asked here: this file would compile its own copy of it, and two copies of
   // one kernel in two files may not share the attribute set on one of them.)
   const int64_t clusters = wgmma_gemm::v13_max_clusters<Narrow, false, Bf16Narrow>();
-  return gpu100::ceil_div(narrow, clusters) * Bf16Narrow::kBN <
-         gpu100::ceil_div(wide, clusters) * Bf16::kBN;
+  if (wgmma_gemm::v13_pairs<Bf16>(s) >= clusters) return false;
+  if (wgmma_gemm::v13_pairs<Bf16Narrow>(s) > clusters) return false;
+  const int ktiles = gpu100::ceil_div(s.k, Bf16::kBK);
+  return gpu100::ceil_div(ktiles, v22_splits(s)) < kMinSliceKtiles;
 }
 
 }  // namespace
