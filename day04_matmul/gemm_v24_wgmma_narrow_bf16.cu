@@ -10,11 +10,12 @@
 //    (two tiles one above the other) each load one 32-row half of it, multicast to both. The
 //    epilogue is v21's in one pass of 64 columns.
 //  - Which tile: narrow where the wide pairs leave clusters idle, the narrow pairs fit on the
-//    GPU at once, and v22 would have to cut K into slices shorter than 16 k-tiles to fill it.
-//    Otherwise v22 runs (K split where its pairs still leave clusters idle): a 64-column tile's
-//    products read shared memory at the rate it can give (per k-step, 4 KB of A and 2 x 2 KB of
-//    B for 64 x 64 x 16 x 2 products in each warpgroup), and measured here they run at about 70%
-//    of the wide tile's rate per SM, so long slices of the wide tile win.
+//    GPU at once and keep at least as many SMs busy as v22's slices would, and those slices would
+//    be short (16 k-tiles or fewer). Otherwise v22 runs (K split where its pairs still leave
+//    clusters idle): a 64-column tile's products read shared memory at the rate it can give (per
+//    k-step, 4 KB of A and 2 x 2 KB of B for 64 x 64 x 16 x 2 products in each warpgroup), so per
+//    SM they run slower than the wide tile's, and long slices of the wide tile win (at 256 x 4096
+//    x 14336 both keep 128 SMs on the same products each: v22 1.16x faster).
 //  - Its pipeline holds 8 stages of 24 KB (v21: 4 of 48 KB): a k-tile of the narrow tile is about
 //    260 cycles of products, and 4 of them did not cover the TMA's latency (1024^3: 171 TFLOP/s
 //    with 4 stages, 204 with 8).
@@ -47,21 +48,26 @@ using wgmma_gemm::Bf16;
 using wgmma_gemm::Bf16Narrow;
 using Narrow = wgmma_gemm::StoreCStaged<false, Bf16Narrow::kBN>;
 
-// v22's slices shorter than this many k-tiles run the narrow tiles instead (measured at both ends
-// only: 4 k-tiles at 1024^3, narrow 1.7x faster; 56 at 256 x 4096 x 14336, v22 1.16x faster).
-constexpr int kMinSliceKtiles = 16;
+// v22's slices of this many k-tiles or fewer run the narrow tiles instead. Measured (an H200,
+// results/h200/profiles.txt): narrow faster at slices of 4 to 16 k-tiles (1024^3, 768^3, 1024 x
+// 1024 x 2048 and x 4096, 512 x 2048 x 4096: 1.1-1.6x), v22 faster at 56 (256 x 4096 x 14336:
+// 1.16x); nothing measured between.
+constexpr int kMaxSliceKtiles = 16;
 
-// Whether shape s runs the narrow tiles: the wide tile pairs leave clusters idle, the narrow ones
-// fit on the GPU at once, and v22 would fill it only with short slices of K.
+// Whether shape s runs the narrow tiles: the wide tile pairs leave clusters idle; the narrow ones
+// fit on the GPU at once, and keep at least as many SMs busy as v22's (pair, slice) items would;
+// and v22's slices would be short.
 bool narrow_for(GemmShape s) {
   // Both kernels take the same threads and shared memory, so as many clusters of either fit. (The
   // wide kernel is not asked here: this file would compile its own copy of it, and two copies of
   // one kernel in two files may not share the attribute set on one of them.)
   const int64_t clusters = wgmma_gemm::v13_max_clusters<Narrow, false, Bf16Narrow>();
-  if (wgmma_gemm::v13_pairs<Bf16>(s) >= clusters) return false;
-  if (wgmma_gemm::v13_pairs<Bf16Narrow>(s) > clusters) return false;
-  const int ktiles = gpu100::ceil_div(s.k, Bf16::kBK);
-  return gpu100::ceil_div(ktiles, v22_splits(s)) < kMinSliceKtiles;
+  const int64_t wide = wgmma_gemm::v13_pairs<Bf16>(s),
+                narrow = wgmma_gemm::v13_pairs<Bf16Narrow>(s);
+  if (wide >= clusters || narrow > clusters) return false;
+  const int splits = v22_splits(s);
+  if (narrow < wide * splits) return false;
+  return gpu100::ceil_div(gpu100::ceil_div(s.k, Bf16::kBK), splits) <= kMaxSliceKtiles;
 }
 
 }  // namespace
