@@ -225,6 +225,24 @@ struct StoreC {
   }
 };
 
+// One pass of a staged epilogue, by the 128 threads of consumer warpgroup wg (sm_90a code only):
+// wait until the previous copy (this tile's or the last tile's) has read the staging tile, let
+// every thread write its part (write()), make the writes visible to the TMA (the async proxy), and
+// let one thread hand the tile to the TMA (copy()) in a bulk group of its own.
+template <class Write, class Copy>
+__device__ __forceinline__ void staged_pass(int wg, Write&& write, Copy&& copy) {
+  const int tid = threadIdx.x % 128;
+  if (tid == 0) bulk_wait_read_all();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+  write();
+  fence_proxy_async_smem();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+  if (tid == 0) {  // parts of the boxes past C's edges are not written
+    copy();
+    bulk_commit();
+  }
+}
+
 // v21's epilogue (the why is in gemm_v21_wgmma_staged_bf16.cu): C = alpha A B through shared
 // memory and the TMA, for beta == 0, in 4 passes of 64 columns a warpgroup. kAdd (v22's split-K):
 // each pass is added into C in L2 by the TMA (cp.reduce.async.bulk .add, fp32) instead of stored,
@@ -242,28 +260,24 @@ struct StoreCStaged {
     constexpr int kBox = 64 * 128;  // bytes: 64 rows of 32 fp32
 #pragma unroll
     for (int pass = 0; pass < kTileN / 64; ++pass) {
-      // The staging tile is free once the previous copy (this tile's or the last tile's) has
-      // read it.
-      if (tid == 0) bulk_wait_read_all();
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
       // Register 4j + 2h + {0, 1}: row 16 warp + lane / 4 + 8 h, columns 8 j + 2 (lane % 4) + {0,
       // 1}; this pass's j are 8 pass .. 8 pass + 7. Column c of the pass is in box c / 32, 16-byte
       // chunk (c % 32) / 4 of its row, at byte 4 (c % 4) inside it.
+      auto write = [&] {
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * pass + jj, col = 8 * jj + 2 * (lane % 4);
+        for (int jj = 0; jj < 8; ++jj) {
+          const int j = 8 * pass + jj, col = 8 * jj + 2 * (lane % 4);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = 16 * warp + lane / 4 + 8 * h;
-          uint8_t* const addr =
-              staging + (col / 32) * kBox + swizzle128(row, (col % 32) / 4) + 4 * (col % 4);
-          *reinterpret_cast<float2*>(addr) =
-              make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
+          for (int h = 0; h < 2; ++h) {
+            const int row = 16 * warp + lane / 4 + 8 * h;
+            uint8_t* const addr =
+                staging + (col / 32) * kBox + swizzle128(row, (col % 32) / 4) + 4 * (col % 4);
+            *reinterpret_cast<float2*>(addr) =
+                make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
+          }
         }
-      }
-      fence_proxy_async_smem();  // the stores, before the TMA (async proxy) reads them
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-      if (tid == 0) {  // parts past C's edges are not written
+      };
+      auto copy = [&] {
         if constexpr (kAdd) {
           tma_reduce_add_2d(&map_c, staging, col0 + 64 * pass, row0 + 64 * wg);
           tma_reduce_add_2d(&map_c, staging + kBox, col0 + 64 * pass + 32, row0 + 64 * wg);
@@ -271,8 +285,8 @@ struct StoreCStaged {
           tma_store_2d(&map_c, staging, col0 + 64 * pass, row0 + 64 * wg);
           tma_store_2d(&map_c, staging + kBox, col0 + 64 * pass + 32, row0 + 64 * wg);
         }
-        bulk_commit();
-      }
+      };
+      staged_pass(wg, write, copy);
     }
 #else
     (void)d, (void)row0, (void)col0, (void)wg, (void)staging;

@@ -87,29 +87,27 @@ struct StoreCTransposedStaged {
     constexpr int kBox = 64 * 128;  // bytes: 64 rows of 32 fp32
 #pragma unroll
     for (int pass = 0; pass < 4; ++pass) {
-      if (tid == 0) bulk_wait_read_all();  // the previous copy has read the staging tile
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+      auto write = [&] {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        // Column of the box: v23_column less the box's 32 h, as (16-byte chunk, word in chunk).
-        const int cb = wgmma_gemm::v23_column(w, lane / 4 + 8 * h) - 32 * h;
+        for (int h = 0; h < 2; ++h) {
+          // Column of the box: v23_column less the box's 32 h, as (16-byte chunk, word in chunk).
+          const int cb = wgmma_gemm::v23_column(w, lane / 4 + 8 * h) - 32 * h;
 #pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
+          for (int jj = 0; jj < 8; ++jj) {
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int row = 8 * jj + 2 * t + e;  // of the pass's 64 rows of C
-            *reinterpret_cast<float*>(staging + h * kBox + swizzle128(row, cb / 4) + 4 * (cb % 4)) =
-                alpha * d[4 * (8 * pass + jj) + 2 * h + e];
+            for (int e = 0; e < 2; ++e) {
+              const int row = 8 * jj + 2 * t + e;  // of the pass's 64 rows of C
+              *reinterpret_cast<float*>(staging + h * kBox + swizzle128(row, cb / 4) +
+                                        4 * (cb % 4)) = alpha * d[4 * (8 * pass + jj) + 2 * h + e];
+            }
           }
         }
-      }
-      fence_proxy_async_smem();  // the stores, before the TMA (async proxy) reads them
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-      if (tid == 0) {  // parts past C's edges are not written
+      };
+      auto copy = [&] {
         tma_store_2d(&map_c, staging, row0 + 64 * wg, col0 + 64 * pass);
         tma_store_2d(&map_c, staging + kBox, row0 + 64 * wg + 32, col0 + 64 * pass);
-        bulk_commit();
-      }
+      };
+      wgmma_gemm::staged_pass(wg, write, copy);
     }
 #else
     (void)d, (void)row0, (void)col0, (void)wg, (void)staging;

@@ -44,63 +44,64 @@ TEST_CASE("every GEMM variant applies alpha and beta", "[gpu]") {
   }
 }
 
-TEST_CASE("v22 split-K: shapes whose tile pairs leave clusters idle, the slices added into C",
-          "[gpu]") {
-  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v22_wgmma_splitk_bf16");
-  const auto* v = day04::find_gemm_variant("v22_wgmma_splitk_bf16");
+// One variant at each shape in turn, once per case (alpha, beta, calls: see check_variant), on
+// fresh seeds; the row note (which path the shape took) is printed with any failure. Shapes too
+// large for this machine's test size cap are left out.
+struct GemmCase {
+  float alpha, beta;
+  int calls;
+};
+static void check_shapes(const char* name, const std::vector<day04::GemmShape>& shapes,
+                         const std::vector<GemmCase>& cases, uint64_t seed) {
+  const auto* v = day04::find_gemm_variant(name);
   REQUIRE(v != nullptr);
-  // 4 x 2 pairs with 64 k-tiles; 1 x 4 pairs, the last tile 232 columns wide; 2 x 2 pairs with
-  // K = 1000 (16 k-tiles, the last one short); 1024^3 (16 pairs, 16 k-tiles); one tile row.
-  const std::vector<day04::GemmShape> shapes = {
-      {1000, 512, 4096}, {256, 1000, 2048}, {300, 264, 1000}, {1024, 1024, 1024}, {77, 256, 520}};
-  uint64_t seed = 5000;
   for (const auto& s : shapes) {
     if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
     INFO(v->row_note(s));
-    check_variant(*v, s, 1.0f, 0.0f, seed += 3);
-    check_variant(*v, s, -0.5f, 0.0f, seed += 3, 3);  // three calls on one C: still one product
+    for (const GemmCase& c : cases) check_variant(*v, s, c.alpha, c.beta, seed += 3, c.calls);
   }
+}
+
+TEST_CASE("v22 split-K: shapes whose tile pairs leave clusters idle, the slices added into C",
+          "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v22_wgmma_splitk_bf16");
+  // 4 x 2 pairs with 64 k-tiles; 1 x 4 pairs, the last tile 232 columns wide; 2 x 2 pairs with
+  // K = 1000 (16 k-tiles, the last one short); 1024^3 (16 pairs, 16 k-tiles); one tile row.
+  // Three calls on one C must still hold one product (each call zeroes C before adding into it).
+  check_shapes(
+      "v22_wgmma_splitk_bf16",
+      {{1000, 512, 4096}, {256, 1000, 2048}, {300, 264, 1000}, {1024, 1024, 1024}, {77, 256, 520}},
+      {{1.0f, 0.0f, 1}, {-0.5f, 0.0f, 3}}, 5000);
 }
 
 TEST_CASE("v24 narrow tiles: small shapes in 128 x 64 tiles, tails of M, N and K", "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v24_wgmma_narrow_bf16");
-  const auto* v = day04::find_gemm_variant("v24_wgmma_narrow_bf16");
-  REQUIRE(v != nullptr);
   // 1024^3 (64 pairs of narrow tiles); 300 x 200 x 1000 (tails of M, of N in the last 64 columns,
   // and of K in the last k-tile); 77 x 8 x 520 (one pair, 8 columns); 640 x 1000 x 1000 (5 tile
   // rows: the last pair's second tile empty; 16 tile columns, the last 40 wide); 1280 x 2048 x
-  // 256 and 4096 x 4096 x 256 run v22's wide tiles (too many narrow pairs for one round).
-  const std::vector<day04::GemmShape> shapes = {{1024, 1024, 1024}, {300, 200, 1000},
-                                                {77, 8, 520},       {640, 1000, 1000},
-                                                {1280, 2048, 256},  {4096, 4096, 256}};
-  uint64_t seed = 9000;
-  for (const auto& s : shapes) {
-    if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
-    INFO(v->row_note(s));
-    check_variant(*v, s, 1.0f, 0.0f, seed += 3);
-    check_variant(*v, s, -0.5f, 0.0f, seed += 3, 3);  // three calls on one C
-    check_variant(*v, s, 0.5f, 2.0f, seed += 3);      // beta != 0: v22 sends it on to v17
-  }
+  // 256 and 4096 x 4096 x 256 run v22's wide tiles (too many narrow pairs for one round). Three
+  // calls on one C; beta != 0, which v22 sends on to v17.
+  check_shapes("v24_wgmma_narrow_bf16",
+               {{1024, 1024, 1024},
+                {300, 200, 1000},
+                {77, 8, 520},
+                {640, 1000, 1000},
+                {1280, 2048, 256},
+                {4096, 4096, 256}},
+               {{1.0f, 0.0f, 1}, {-0.5f, 0.0f, 3}, {0.5f, 2.0f, 1}}, 9000);
 }
 
 TEST_CASE("v23 (TF32, no transpose): odd k-tile counts, tails of M and N, several tiles per CTA",
           "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v23_wgmma_rs_tf32");
-  const auto* v = day04::find_gemm_variant("v23_wgmma_rs_tf32");
-  REQUIRE(v != nullptr);
   // K = 96 and 272: 3 and 9 k-tiles of 32, so the kernel runs one more, past K, filled with
   // zeros; N = 388 and 260: a last 128-column tile of B 4 columns wide; M = 300: a last tile of
   // A 44 rows deep; 4096 x 2048 x 64: 128 tile pairs, more than an H100's 66 clusters, so each
   // CTA runs several (the persistent loop and the alternating fragment sets across tiles).
-  const std::vector<day04::GemmShape> shapes = {
-      {300, 388, 96}, {129, 260, 272}, {1, 4, 4}, {4096, 2048, 64}, {257, 132, 1000}};
-  uint64_t seed = 7000;
-  for (const auto& s : shapes) {
-    if (gpu100::test_sizes({int64_t(s.m) * s.n}).empty()) continue;
-    INFO(v->row_note(s));
-    check_variant(*v, s, 1.0f, 0.0f, seed += 3);
-    check_variant(*v, s, -0.5f, 0.25f, seed += 3);
-  }
+  // beta == 0 runs the staged epilogue, beta != 0 the register one.
+  check_shapes("v23_wgmma_rs_tf32",
+               {{300, 388, 96}, {129, 260, 272}, {1, 4, 4}, {4096, 2048, 64}, {257, 132, 1000}},
+               {{1.0f, 0.0f, 1}, {-0.5f, 0.25f, 1}}, 7000);
 }
 
 TEST_CASE("every v8 tile configuration is correct, and the autotuner picks one", "[gpu]") {
