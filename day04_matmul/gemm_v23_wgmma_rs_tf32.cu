@@ -19,11 +19,12 @@
 //  - The epilogue is v21's, transposed: the accumulators hold C^T, so each warpgroup writes its 64
 //    columns x 256 rows of C into the staging tile column-wise (4-byte shared stores: a register
 //    pair is two rows of C) and the TMA stores the boxes (StoreCTransposedStaged).
-//  - Measured (an H200, results/h200/profiles.txt): at 4096^3 0.386 -> 0.342 ms, level with cuBLAS
-//    TF32 (1.00x); the kernel 341.6 us with the tensor pipe 90.7% busy, as v21's TF32 GEMM kernel
-//    alone (341.2 us, 91.0%). The first form wrote C from the registers (4-byte global stores while
-//    the warpgroups could multiply): 0.362 ms, its kernel 361 us at 86%; the staged stores took
-//    the 20 us back. The fragment loads hide: Nsight Compute counts no shared-load bank conflicts.
+//  - Measured (an H200, results/h200/profiles.txt): at 4096^3 0.378 -> 0.342 ms against v21's TF32
+//    form in the same build, level with cuBLAS TF32 (1.00x); the kernel 341.6 us with the tensor
+//    pipe 90.7% busy, as v21's TF32 GEMM kernel alone (341.2 us, 91.0%). The first form wrote C
+//    from the registers (4-byte global stores while the warpgroups could multiply): 0.362 ms, its
+//    kernel 361 us at 86%; the staged stores took the 20 us back. The fragment loads hide: Nsight
+//    Compute counts no shared-load bank conflicts.
 // What it costs: the TMA's rules: K % 4 == 0, N % 4 == 0 (16-byte rows of A and B), A and B
 // 16-byte aligned; other calls run v21's TF32 form. With beta != 0 or a C the TMA cannot store,
 // the epilogue writes C from the registers (StoreCTransposed).
