@@ -43,6 +43,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -79,11 +80,14 @@ constexpr int kDsBarrier = 1, kDqFull0 = 2, kDqEmpty0 = 4;
 
 // One instantiation's tiling. A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes:
 // one swizzle span) side by side, each box `rows` x 128 bytes, as in v5.
-template <int kD_>
+template <int kD_, int kStages_ = 2, bool kDqHalves_ = false>
 struct V3Config {
   static constexpr int kD = kD_;
-  static constexpr int kBK = 128;    // keys per block: 2 consumer warpgroups x 64
-  static constexpr int kStages = 2;  // query tiles (Q, dO, lse, D_i) in the TMA ring
+  static constexpr int kBK = 128;          // keys per block: 2 consumer warpgroups x 64
+  static constexpr int kStages = kStages_;  // query tiles (Q, dO, lse, D_i) in the TMA ring
+  // D = 64: each warpgroup computes half of dQ's 64 columns for every tile (m64n32), instead of
+  // the warpgroups taking turns with the whole box.
+  static constexpr bool kDqHalves = kDqHalves_;
   static constexpr int kConsumerWarps = 8;
   static constexpr int kThreads = 32 * (kConsumerWarps + 4);  // + the producer warpgroup
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
@@ -200,7 +204,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       bool first = true;
       for (int n = 0; n < num_tiles; ++n) {
         const int b = (w + n) % 2;
-        if (b >= kBoxes) continue;
+        if (!C::kDqHalves && b >= kBoxes) continue;
         if (!first && lane == 0) bulk_wait_read_all();
         first = false;
         __syncwarp();
@@ -208,8 +212,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         asm volatile("bar.sync %0, 160;\n" ::"r"(kDqFull0 + w) : "memory");
         if (lane == 0) {
           const int i0 = (first_tile + n) * kBQ;
-          tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
-          tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
+          if constexpr (C::kDqHalves) {
+            tma_reduce_add_3d(&map_dq, buf, 32 * w, i0, bh);
+          } else {
+            tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
+            tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
+          }
           bulk_commit();
         }
       }
@@ -384,8 +392,35 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // is 16 rows = 2048 bytes further in both. Issued before dK, so that it completes first and
     // its partial leaves while dK's products run. At D = 64 the warpgroups take turns; each path
     // is written out whole, so that the compiler sees which products are still running. ----
-    const int b = (wg + n) % 2;
-    if (b < kBoxes) {
+    if constexpr (C::kDqHalves) {
+      const uint64_t desc_dst = make_desc(sdst, C::kDsBytes, 1024);
+      const uint32_t half_off = uint32_t((64 * wg) >> 4);  // columns 32 wg ..: 64 bytes further
+      float dqh[16];
+      fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        wgmma_m64n32k16_bf16_ss_major<1, 1>(dqh, desc_at(desc_dst, kk * (2048 >> 4)),
+                                            desc_at(desc_k_mn, half_off + kk * (2048 >> 4)),
+                                            kk > 0);
+      }
+      commit();  // group: dQ
+      issue_dk();
+      wait<1>();
+      uint8_t* buf = sdq + wg * C::kDqBytes;
+      asm volatile("bar.sync %0, 160;\n" ::"r"(kDqEmpty0 + wg) : "memory");
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * wl + g + 8 * h;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int chunk = 2 * j + t4 / 2;
+          *reinterpret_cast<float2*>(buf + r * 128 + ((chunk ^ (r % 8)) * 16) + (t4 % 2) * 8) =
+              make_float2(dqh[4 * j + 2 * h], dqh[4 * j + 2 * h + 1]);
+        }
+      }
+      fence_proxy_async_smem();
+      asm volatile("bar.arrive %0, 160;\n" ::"r"(kDqFull0 + wg) : "memory");
+    } else if (const int b = (wg + n) % 2; b < kBoxes) {
       const uint64_t desc_dst = make_desc(sdst, C::kDsBytes, 1024);
       const uint32_t box_off = uint32_t(b * (C::kKVBox >> 4));
       fence();
@@ -528,10 +563,28 @@ void attention_bwd_v3_flash_wgmma(const AttentionShape& s, const BackwardTensors
 
   bwd::launch_prepass(t.dout, t.o, t.lse, delta, lse2, dq_acc, s.heads(), s.s,
                       static_cast<int>(padded_s(s)), s.d, stream);
+  static const int trial = [] {
+    const char* e = std::getenv("GPU100_BWD_TRIAL");
+    return e ? std::atoi(e) : 0;
+  }();
   if (s.d == 64) {
-    launch_v3<ConfigD64>(s, t, lse2, delta, dq_acc, stream);
+    if (trial == 1) {
+      launch_v3<V3Config<64, 4>>(s, t, lse2, delta, dq_acc, stream);
+    } else if (trial == 2) {
+      launch_v3<V3Config<64, 2, true>>(s, t, lse2, delta, dq_acc, stream);
+    } else if (trial == 3) {
+      launch_v3<V3Config<64, 4, true>>(s, t, lse2, delta, dq_acc, stream);
+    } else if (trial == 4) {
+      launch_v3<V3Config<64, 3>>(s, t, lse2, delta, dq_acc, stream);
+    } else {
+      launch_v3<ConfigD64>(s, t, lse2, delta, dq_acc, stream);
+    }
   } else {
-    launch_v3<ConfigD128>(s, t, lse2, delta, dq_acc, stream);
+    if (trial == 1 || trial == 3 || trial == 4) {
+      launch_v3<V3Config<128, 3>>(s, t, lse2, delta, dq_acc, stream);
+    } else {
+      launch_v3<ConfigD128>(s, t, lse2, delta, dq_acc, stream);
+    }
   }
   bwd::launch_postpass(dq_acc, t.dq, s.elements(), softmax_scale(s.d), stream);  // D % 16 == 0
 }
