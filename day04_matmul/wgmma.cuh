@@ -429,22 +429,6 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16_ss_major(float (&d)[32], ui
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
 }
-// The same at N = 32 (day05's bwd v3 at D = 64: each consumer warpgroup takes half of dQ's 64
-// columns, B's start moved 64 bytes into each 128-byte row).
-template <int kTransA, int kTransB>
-__device__ __forceinline__ void wgmma_m64n32k16_bf16_ss_major(float (&d)[16], uint64_t desc_a,
-                                                              uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, "
-      "%19, %20;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
-}
 // The K-major form of the above (day08's v9 at K <= 64 filters).
 __device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], uint64_t desc_a,
                                                         uint64_t desc_b, int accumulate) {

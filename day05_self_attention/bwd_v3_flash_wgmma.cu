@@ -26,11 +26,20 @@
 //    Inside a warpgroup P^T is computed while dP^T is still on the tensor cores and dS^T while dV's
 //    products run (FlashAttention-3's intra-warpgroup overlap; measured alone, with the reductions
 //    still by red, no change: 393 / 313 against 392 / 320).
-// What it costs: sm_90a only; one block of 384 threads per SM (193 KB of shared memory at D =
+//  - the ring holds more query tiles: 3 at D = 128 (all the shared memory a block may have), 4 at
+//    D = 64, instead of 2. With 2, the copies of tile n + 2 could start only once every consumer
+//    thread was done with tile n, so at most one tile's loads travelled under the work. One A/B
+//    on an H200, two rounds (the day's binary, --backward --batch 8 --heads 16 --check-heads 1):
+//    S 2048 D 64 362-364 to 375-377 TFLOP/s (3 stages: 367-369), causal 283-285 to 292-294;
+//    S 4096 D 128 499 to 510-522, causal 462-465 to 462-471.
+// What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
 // Tried and not kept: at D = 64, dQ split by keys (each warpgroup all 64 columns over its own 64
-// keys, no barrier between the warpgroups, twice the reduce-adds): 297 against 322 TFLOP/s.
+// keys, no barrier between the warpgroups, twice the reduce-adds): 297 against 322 TFLOP/s. Also at
+// D = 64, dQ split by columns (each warpgroup 32 of the 64 columns every tile, m64n32k16, one
+// reduce-add each, so neither waits for the other's turn): 340-343 against 362-364 with 2 stages,
+// 347-349 against 375-377 with 4.
 // Tried and not kept: dK left running into the next tile (its wait moved to the next tile's first
 // one): ptxas then serialises every wgmma of the kernel (its C7515 advice), because the next
 // tile's S^T lands in the registers that held dK's A operand. With dK's A operand read from
@@ -43,7 +52,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -80,14 +88,11 @@ constexpr int kDsBarrier = 1, kDqFull0 = 2, kDqEmpty0 = 4;
 
 // One instantiation's tiling. A tile of kD columns is kD / 64 TMA boxes of 64 columns (128 bytes:
 // one swizzle span) side by side, each box `rows` x 128 bytes, as in v5.
-template <int kD_, int kStages_ = 2, bool kDqHalves_ = false>
+template <int kD_, int kStages_>
 struct V3Config {
   static constexpr int kD = kD_;
-  static constexpr int kBK = 128;          // keys per block: 2 consumer warpgroups x 64
+  static constexpr int kBK = 128;           // keys per block: 2 consumer warpgroups x 64
   static constexpr int kStages = kStages_;  // query tiles (Q, dO, lse, D_i) in the TMA ring
-  // D = 64: each warpgroup computes half of dQ's 64 columns for every tile (m64n32), instead of
-  // the warpgroups taking turns with the whole box.
-  static constexpr bool kDqHalves = kDqHalves_;
   static constexpr int kConsumerWarps = 8;
   static constexpr int kThreads = 32 * (kConsumerWarps + 4);  // + the producer warpgroup
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
@@ -107,10 +112,11 @@ struct V3Config {
   static_assert(kD == 64 || kD == 128, "instantiated for D = 64 and 128");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
 };
-// D = 128: K 32 KB + V 32 KB + 2 x (Q 16 KB + dO 16 KB + 512 B) + 2 x dS^T 16 KB + 2 x dQ 16 KB
-// = 193 KB. D = 64: 16 + 16 + 2 x (8 + 8 + 0.5) + 2 x 16 + 2 x 16 = 129 KB.
-using ConfigD128 = V3Config<128>;
-using ConfigD64 = V3Config<64>;
+// D = 128, 3 stages: K 32 KB + V 32 KB + 3 x (Q 16 KB + dO 16 KB + 512 B) + 2 x dS^T 16 KB + 2 x
+// dQ 16 KB = 225.5 KB, all a block may have. D = 64, 4 stages: 16 + 16 + 4 x (8 + 8 + 0.5) + 2 x 16
+// + 2 x 16 = 162 KB (2 stages before: 193 and 129 KB; the step is measured in the header).
+using ConfigD128 = V3Config<128, 3>;
+using ConfigD64 = V3Config<64, 4>;
 
 // One block per (tile of kBK = 128 keys, head): blocks of one head consecutive (Q and dO shared in
 // L2), key tile 0 first (under the causal mask it has the most query tiles). Warps 0-7 are the
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       bool first = true;
       for (int n = 0; n < num_tiles; ++n) {
         const int b = (w + n) % 2;
-        if (!C::kDqHalves && b >= kBoxes) continue;
+        if (b >= kBoxes) continue;
         if (!first && lane == 0) bulk_wait_read_all();
         first = false;
         __syncwarp();
@@ -212,12 +218,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         asm volatile("bar.sync %0, 160;\n" ::"r"(kDqFull0 + w) : "memory");
         if (lane == 0) {
           const int i0 = (first_tile + n) * kBQ;
-          if constexpr (C::kDqHalves) {
-            tma_reduce_add_3d(&map_dq, buf, 32 * w, i0, bh);
-          } else {
-            tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
-            tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
-          }
+          tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
+          tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
           bulk_commit();
         }
       }
@@ -392,35 +394,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // is 16 rows = 2048 bytes further in both. Issued before dK, so that it completes first and
     // its partial leaves while dK's products run. At D = 64 the warpgroups take turns; each path
     // is written out whole, so that the compiler sees which products are still running. ----
-    if constexpr (C::kDqHalves) {
-      const uint64_t desc_dst = make_desc(sdst, C::kDsBytes, 1024);
-      const uint32_t half_off = uint32_t((64 * wg) >> 4);  // columns 32 wg ..: 64 bytes further
-      float dqh[16];
-      fence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        wgmma_m64n32k16_bf16_ss_major<1, 1>(dqh, desc_at(desc_dst, kk * (2048 >> 4)),
-                                            desc_at(desc_k_mn, half_off + kk * (2048 >> 4)),
-                                            kk > 0);
-      }
-      commit();  // group: dQ
-      issue_dk();
-      wait<1>();
-      uint8_t* buf = sdq + wg * C::kDqBytes;
-      asm volatile("bar.sync %0, 160;\n" ::"r"(kDqEmpty0 + wg) : "memory");
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * wl + g + 8 * h;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int chunk = 2 * j + t4 / 2;
-          *reinterpret_cast<float2*>(buf + r * 128 + ((chunk ^ (r % 8)) * 16) + (t4 % 2) * 8) =
-              make_float2(dqh[4 * j + 2 * h], dqh[4 * j + 2 * h + 1]);
-        }
-      }
-      fence_proxy_async_smem();
-      asm volatile("bar.arrive %0, 160;\n" ::"r"(kDqFull0 + wg) : "memory");
-    } else if (const int b = (wg + n) % 2; b < kBoxes) {
+    const int b = (wg + n) % 2;
+    if (b < kBoxes) {
       const uint64_t desc_dst = make_desc(sdst, C::kDsBytes, 1024);
       const uint32_t box_off = uint32_t(b * (C::kKVBox >> 4));
       fence();
@@ -563,28 +538,10 @@ void attention_bwd_v3_flash_wgmma(const AttentionShape& s, const BackwardTensors
 
   bwd::launch_prepass(t.dout, t.o, t.lse, delta, lse2, dq_acc, s.heads(), s.s,
                       static_cast<int>(padded_s(s)), s.d, stream);
-  static const int trial = [] {
-    const char* e = std::getenv("GPU100_BWD_TRIAL");
-    return e ? std::atoi(e) : 0;
-  }();
   if (s.d == 64) {
-    if (trial == 1) {
-      launch_v3<V3Config<64, 4>>(s, t, lse2, delta, dq_acc, stream);
-    } else if (trial == 2) {
-      launch_v3<V3Config<64, 2, true>>(s, t, lse2, delta, dq_acc, stream);
-    } else if (trial == 3) {
-      launch_v3<V3Config<64, 4, true>>(s, t, lse2, delta, dq_acc, stream);
-    } else if (trial == 4) {
-      launch_v3<V3Config<64, 3>>(s, t, lse2, delta, dq_acc, stream);
-    } else {
-      launch_v3<ConfigD64>(s, t, lse2, delta, dq_acc, stream);
-    }
+    launch_v3<ConfigD64>(s, t, lse2, delta, dq_acc, stream);
   } else {
-    if (trial == 1 || trial == 3 || trial == 4) {
-      launch_v3<V3Config<128, 3>>(s, t, lse2, delta, dq_acc, stream);
-    } else {
-      launch_v3<ConfigD128>(s, t, lse2, delta, dq_acc, stream);
-    }
+    launch_v3<ConfigD128>(s, t, lse2, delta, dq_acc, stream);
   }
   bwd::launch_postpass(dq_acc, t.dq, s.elements(), softmax_scale(s.d), stream);  // D % 16 == 0
 }
