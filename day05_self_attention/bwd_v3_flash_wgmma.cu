@@ -58,6 +58,7 @@
 
 #include "attention_backward.hpp"
 #include "bwd_util.hpp"
+#include "causal_order.hpp"
 #include "common/arch.cuh"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
@@ -119,7 +120,8 @@ using ConfigD128 = V3Config<128, 3>;
 using ConfigD64 = V3Config<64, 4>;
 
 // One block per (tile of kBK = 128 keys, head): blocks of one head consecutive (Q and dO shared in
-// L2), key tile 0 first (under the causal mask it has the most query tiles). Warps 0-7 are the
+// L2), key tile 0 first; under the causal mask, where key tile 0 has the most query tiles, in
+// bands of heads with the longest blocks of the band first (causal_order.hpp). Warps 0-7 are the
 // consumers: warpgroup wg = warp / 4 owns keys j0 + 64 wg .. + 63 (S^T, dP^T, dV, dK), warp wl =
 // warp % 4 of it rows 16 wl .. 16 wl + 15 of those, and lane (g, t4) = (lane / 4, lane % 4) rows g
 // and g + 8, columns 8 j + 2 t4 + {0, 1} of each accumulator (wgmma.cuh's layout). Warps 8-11 are
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                   const __grid_constant__ CUtensorMap map_do,
                   const __grid_constant__ CUtensorMap map_dq, const float* __restrict__ lse2,
                   const float* __restrict__ delta, bf16* __restrict__ dk, bf16* __restrict__ dv,
-                  int s, int s_pad, bool causal, float scale, int num_key_blocks) {
+                  int s, int s_pad, bool causal, float scale, int num_key_blocks, int band) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBK = C::kBK, kStages = C::kStages, kBoxes = C::kBoxes;
   extern __shared__ uint8_t smem_raw[];
@@ -159,8 +161,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   uint64_t* empty = full + kStages;  // [kStages]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int bh = static_cast<int>(blockIdx.x / num_key_blocks);
-  const int j0 = static_cast<int>(blockIdx.x % num_key_blocks) * kBK;
+  // Causal: key block 0 has the most query tiles; blocks go in bands of `band` heads, every head's
+  // key block 0 of the band first (causal_order.hpp). Otherwise one head's blocks are consecutive.
+  const BandItem item =
+      band_major_item(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x) / num_key_blocks,
+                      num_key_blocks, causal ? band : 0);
+  const int bh = item.head, j0 = item.index * kBK;
   // Query tiles first_tile .. num_q_tiles - 1: under the causal mask queries before j0 see no key
   // of this block.
   const int num_q_tiles = gpu100::ceil_div(s, kBQ);
@@ -453,7 +459,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)map_q, (void)map_k, (void)map_v, (void)map_do, (void)map_dq, (void)lse2, (void)delta,
-      (void)dk, (void)dv, (void)s, (void)s_pad, (void)causal, (void)scale, (void)num_key_blocks;
+      (void)dk, (void)dv, (void)s, (void)s_pad, (void)causal, (void)scale, (void)num_key_blocks,
+      (void)band;
 #endif
 }
 
@@ -488,7 +495,7 @@ void launch_v3(const AttentionShape& s, const BackwardTensors<bf16>& t, const fl
   const CUtensorMap mdq = day04::make_tma_map_3d(dq_acc, s.heads(), s.s, s.d, kBQ, 32);
   bwd_v3_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       mq, mk, mv, mdo, mdq, lse2, delta, t.dk, t.dv, s.s, static_cast<int>(padded_s(s)), s.causal,
-      softmax_scale(s.d), num_key_blocks);
+      softmax_scale(s.d), num_key_blocks, causal_band());
   CUDA_CHECK_LAST();
 }
 

@@ -1,5 +1,6 @@
 // day05 CPU tests: the reference against hand-worked values, the README's online-softmax example,
 // the tolerance rule, shape checks, workspaces, refusals and the registry (no GPU needed).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "causal_order.hpp"
 #include "common/catch.hpp"
 
 using Catch::Approx;
@@ -190,4 +192,37 @@ TEST_CASE("the registry lists the variants with v2 and cudnn_sdpa as the library
   CHECK(sdpa->bf16 != nullptr);
   if (!day05::have_cudnn_sdpa()) CHECK_FALSE(day05::cudnn_sdpa_refusal(shape(1, 1, 8, 64)).empty());
   CHECK(day05::shape_label(shape(8, 16, 2048, 64, true)) == "B=8 H=16 S=2048 D=64 causal");
+}
+
+TEST_CASE("the causal order hands out every item once, the longest of a band first", "[cpu]") {
+  for (int heads : {1, 2, 3, 7, 8, 9, 128}) {
+    for (int per_head : {1, 2, 16, 33}) {
+      for (int band : {0, 1, 4, 8, 16, 1000}) {
+        INFO("heads " << heads << ", per head " << per_head << ", band " << band);
+        std::vector<int> seen(size_t(heads) * size_t(per_head), 0);
+        int outside = 0;
+        for (int i = 0; i < heads * per_head; ++i) {
+          const day05::BandItem it = day05::band_major_item(i, heads, per_head, band);
+          if (it.head < 0 || it.head >= heads || it.index < 0 || it.index >= per_head) {
+            ++outside;
+          } else {
+            ++seen[size_t(it.head) * size_t(per_head) + size_t(it.index)];
+          }
+        }
+        CHECK(outside == 0);
+        CHECK(std::count(seen.begin(), seen.end(), 1) == heads * per_head);
+      }
+    }
+  }
+  // Head-major without a band; with a band of 4 of 6 heads: heads 0-3's first items, then their
+  // second ones, ..., then heads 4-5's.
+  CHECK(day05::band_major_item(5, 6, 3, 0).head == 1);
+  CHECK(day05::band_major_item(5, 6, 3, 0).index == 2);
+  CHECK(day05::band_major_item(3, 6, 3, 4).head == 3);
+  CHECK(day05::band_major_item(3, 6, 3, 4).index == 0);
+  CHECK(day05::band_major_item(4, 6, 3, 4).head == 0);
+  CHECK(day05::band_major_item(4, 6, 3, 4).index == 1);
+  CHECK(day05::band_major_item(12, 6, 3, 4).head == 4);
+  CHECK(day05::band_major_item(13, 6, 3, 4).head == 5);
+  CHECK(day05::band_major_item(14, 6, 3, 4).index == 1);
 }
