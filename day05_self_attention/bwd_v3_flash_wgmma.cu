@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                   const __grid_constant__ CUtensorMap map_do,
                   const __grid_constant__ CUtensorMap map_dq, const float* __restrict__ lse2,
                   const float* __restrict__ delta, bf16* __restrict__ dk, bf16* __restrict__ dv,
-                  int s, int s_pad, bool causal, float scale, int num_key_blocks, int band) {
+                  int s, int s_pad, bool causal, float scale, int num_key_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBK = C::kBK, kStages = C::kStages, kBoxes = C::kBoxes;
   extern __shared__ uint8_t smem_raw[];
@@ -161,11 +161,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   uint64_t* empty = full + kStages;  // [kStages]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  // Causal: key block 0 has the most query tiles; blocks go in bands of `band` heads, every head's
-  // key block 0 of the band first (causal_order.hpp). Otherwise one head's blocks are consecutive.
+  // Causal: key block 0 has the most query tiles; blocks go in bands of kCausalBand heads, every
+  // head's key block 0 of the band first (causal_order.hpp). Otherwise one head's blocks are
+  // consecutive.
   const BandItem item =
       band_major_item(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x) / num_key_blocks,
-                      num_key_blocks, causal ? band : 0);
+                      num_key_blocks, causal ? kCausalBand : 0);
   const int bh = item.head, j0 = item.index * kBK;
   // Query tiles first_tile .. num_q_tiles - 1: under the causal mask queries before j0 see no key
   // of this block.
@@ -459,8 +460,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)map_q, (void)map_k, (void)map_v, (void)map_do, (void)map_dq, (void)lse2, (void)delta,
-      (void)dk, (void)dv, (void)s, (void)s_pad, (void)causal, (void)scale, (void)num_key_blocks,
-      (void)band;
+      (void)dk, (void)dv, (void)s, (void)s_pad, (void)causal, (void)scale, (void)num_key_blocks;
 #endif
 }
 
@@ -495,7 +495,7 @@ void launch_v3(const AttentionShape& s, const BackwardTensors<bf16>& t, const fl
   const CUtensorMap mdq = day04::make_tma_map_3d(dq_acc, s.heads(), s.s, s.d, kBQ, 32);
   bwd_v3_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       mq, mk, mv, mdo, mdq, lse2, delta, t.dk, t.dv, s.s, static_cast<int>(padded_s(s)), s.causal,
-      softmax_scale(s.d), num_key_blocks, causal_band());
+      softmax_scale(s.d), num_key_blocks);
   CUDA_CHECK_LAST();
 }
 

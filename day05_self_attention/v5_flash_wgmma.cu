@@ -192,8 +192,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                     const __grid_constant__ CUtensorMap map_k,
                     const __grid_constant__ CUtensorMap map_v,
                     const __grid_constant__ CUtensorMap map_o, float* __restrict__ lse, int s,
-                    bool causal, float scale_log2, int num_q_blocks, int num_items, int o_heads,
-                    int band) {
+                    bool causal, float scale_log2, int num_q_blocks, int num_items, int o_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBKV = C::kBKV, kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
@@ -216,7 +215,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // items go tile-major instead (every head's last query tile, then every head's one before it):
   // with head-major items a block would meet the same tile of every head, always the longest or
   // always the shortest, while tile-major gives each block one item of each length in turn. One
-  // block per item and causal, the items go in bands of `band` heads, tile-major inside a band
+  // block per item and causal, the items go in bands of kCausalBand heads, tile-major inside a band
   // (causal_order.hpp): the longest start first, so that the grid does not end on them.
   struct Item {
     int bh, q0, num_tiles;
@@ -224,7 +223,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   auto item_at = [&](int i) {
     Item it;
     const int heads = num_items / num_q_blocks;
-    const int item_band = !causal ? 0 : C::kPersistent ? heads : band;
+    const int item_band = !causal ? 0 : C::kPersistent ? heads : kCausalBand;
     const BandItem b = band_major_item(i, heads, num_q_blocks, item_band);
     it.bh = b.head;
     it.q0 = (num_q_blocks - 1 - b.index) * C::kBQ;
@@ -590,7 +589,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)lse, (void)s, (void)causal,
-      (void)scale_log2, (void)num_q_blocks, (void)num_items, (void)o_heads, (void)band;
+      (void)scale_log2, (void)num_q_blocks, (void)num_items, (void)o_heads;
 #endif
 }
 
@@ -627,7 +626,7 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
           : day04::make_tma_map_3d(o, s.heads(), s.s, s.d, 64, 64);
   flash_v5_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       mq, mk, mv, mo, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks,
-      static_cast<int>(items), token_major ? s.h : 0, causal_band());
+      static_cast<int>(items), token_major ? s.h : 0);
   CUDA_CHECK_LAST();
 }
 
