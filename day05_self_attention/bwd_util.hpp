@@ -1,7 +1,7 @@
 #pragma once
 // day05: the two small kernels around the flash backwards (bwd_v2_flash_mma.cu,
 // bwd_v3_flash_wgmma.cu), written once in bwd_util.cu:
-//  - the pre-pass: D_i = dO_i . O_i per query row (one warp per row), the fp32 dQ accumulator
+//  - the pre-pass: D_i = dO_i . O_i per query row (d / 8 lanes per row), the fp32 dQ accumulator
 //    zeroed, and for bwd v3 the row log-sum-exp times log2 e, both in per-head rows padded to a
 //    multiple of the query tile (a TMA bulk copy needs 16-byte aligned sources);
 //  - the post-pass: dQ = c x the fp32 accumulator, rounded to bf16.
