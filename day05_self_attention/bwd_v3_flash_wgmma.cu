@@ -32,6 +32,9 @@
 //    on an H200, two rounds (the day's binary, --backward --batch 8 --heads 16 --check-heads 1):
 //    S 2048 D 64 362-364 to 375-377 TFLOP/s (3 stages: 367-369), causal 283-285 to 292-294;
 //    S 4096 D 128 499 to 510-522, causal 462-465 to 462-471.
+//  - under the causal mask the key blocks go in bands of 8 heads, every head's key block 0 of the
+//    band first (causal_order.hpp), so that the longest blocks do not start last: causal S 2048
+//    D 64 292 to 300 TFLOP/s (head-major order before), one A/B on an H200, two rounds.
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
