@@ -29,7 +29,7 @@ inline __host__ __device__ BandItem band_major_item(int i, int heads, int per_he
 }
 
 // The band the causal kernels use. Measured on an H200 (B 8, H 16, causal), against head-major
-// order: bwd v3 at S 2048 D 64 292 -> 300 TFLOP/s, the training step at S 2048 D 128 404 -> 419,
+// order: bwd v3 at S 2048 D 64 292 -> 300 TFLOP/s, the training step at S 2048 D 128 408 -> 420,
 // v5 at S 4096 D 128 620 -> 629; bands of 16 were no better than 8.
 inline constexpr int kCausalBand = 8;
 

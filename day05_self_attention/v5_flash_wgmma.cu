@@ -26,6 +26,10 @@
 //    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
 //    at S 4096 D 128 in one A/B run (README).
+//  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
+//    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
+//    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
+//    H200 against head-major order.
 // The costs: sm_90a only; 1 block of 384 threads per SM, whose consumers need more than the 168
 // registers an even split would give (S, P and O are live together: ptxas used 222 with a 224
 // cap, and the 168 of an even split made it spill and serialise the wgmma); 224 KB of shared
