@@ -11,6 +11,7 @@
 #include "attention_backward.hpp"
 #include "common/device_buffer.hpp"
 #include "common/harness.hpp"
+#include "common/tensor_file.hpp"
 
 namespace day05 {
 
@@ -26,6 +27,9 @@ struct Options {
   // --training-step: the build's own forward + backward and the library's, each timed as one
   // unit, O checked as the forward rows check it and the gradients as the backward rows do.
   bool training_step = false;
+  // --save-grads FILE (--backward): the inputs and every row's dQ, dK, dV written to a tensor file,
+  // for a check outside the binary (scripts/torch_attention_grads.py, against PyTorch autograd).
+  std::string save_grads;
 };
 
 // Q, K, V, O on the device in fp32 and in bf16 (converted once, outside any timing), the
@@ -57,6 +61,8 @@ struct BackwardData {
   gpu100::DeviceBuffer<char> ws;
   // --training-step: the forward's workspace, the row log-sum-exp at its start.
   gpu100::DeviceBuffer<char> fwd_ws;
+  // --save-grads: each row's dQ, dK, dV ("<variant>.<none|causal>.dq", ...), [B, H, S, D] floats.
+  std::vector<gpu100::Tensor> saved;
 };
 
 // "1.50 GiB" or "12.00 MiB".

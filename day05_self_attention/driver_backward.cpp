@@ -275,6 +275,16 @@ void run_backward_shape(const AttentionShape& s, const Options& opt, double fp32
     notes.push_back(memory_note(s, *var));
     notes.push_back(fmt::format("O and log-sum-exp from {} (not timed)", is16 ? fwd16 : fwd32));
     if (is16) notes.push_back("bf16 Q, K, V, O, dO in, bf16 dQ, dK, dV out, fp32 accumulation");
+    if (!opt.save_grads.empty()) {  // the outputs of the last timed run, as floats
+      const std::vector<int64_t> shape = {s.b, s.h, s.s, s.d};
+      const std::string prefix = fmt::format("{}.{}.", var->name, s.causal ? "causal" : "none");
+      dev.saved.push_back(
+          {prefix + "dq", shape, is16 ? download(dev.b16.dq) : download(dev.f32.dq)});
+      dev.saved.push_back(
+          {prefix + "dk", shape, is16 ? download(dev.b16.dk) : download(dev.f32.dk)});
+      dev.saved.push_back(
+          {prefix + "dv", shape, is16 ? download(dev.b16.dv) : download(dev.f32.dv)});
+    }
     row.note.clear();  // the labelled notes say which check failed
     for (const auto& note : notes) gpu100::append(row.note, note);
     done.push_back({var, row});

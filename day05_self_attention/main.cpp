@@ -12,10 +12,11 @@
 //
 // Run: build/day05_self_attention/day05_self_attention [--batch 8 --heads 16 --seq 2048
 //      --head-dim 64] [--mask none|causal|both] [--variant v3_flash_fp32] [--json out.json]
-//      [--backward | --training-step] [--check-heads 2]
+//      [--backward [--save-grads FILE] | --training-step] [--check-heads 2]
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -52,6 +53,10 @@ void declare_flags(gpu100::ArgParser& args) {
   args.add_int("check-heads",
                "--backward, --training-step: whole heads checked against the CPU reference", 2, 1,
                1 << 16);
+  args.add_string("save-grads",
+                  "--backward: write the inputs and every row's dQ, dK, dV to this tensor file "
+                  "(scripts/torch_attention_grads.py checks them against PyTorch autograd)",
+                  "");
   args.add_common();
   args.add_alias("b", "batch");
   args.add_alias("h", "heads");
@@ -91,6 +96,15 @@ Options read_options(const gpu100::ArgParser& args, day05::AttentionShape& s) {
     opt.masks = {false, true};
   } else {
     throw gpu100::UsageError(fmt::format("--mask must be none, causal or both (got '{}')", mask));
+  }
+  opt.save_grads = args.get_string("save-grads");
+  if (!opt.save_grads.empty()) {
+    if (!opt.backward) throw gpu100::UsageError("--save-grads needs --backward");
+    // Fail now, not after the GPU work, if the file cannot be written.
+    std::ofstream probe(opt.save_grads, std::ios::binary | std::ios::trunc);
+    if (!probe) {
+      throw gpu100::UsageError(fmt::format("--save-grads: cannot write '{}'", opt.save_grads));
+    }
   }
   opt.check_rows = static_cast<int>(args.get_int("check-rows"));
   opt.check_heads = static_cast<int>(args.get_int("check-heads"));
@@ -246,6 +260,14 @@ int run_backward(Options& opt, const day05::AttentionShape& s) {
     } else {
       day05::run_backward_shape(sc, opt, fp32_peak, dev, run, verdict);
     }
+  }
+  if (!opt.save_grads.empty()) {
+    const std::vector<int64_t> shape = {s.b, s.h, s.s, s.d};
+    std::vector<gpu100::Tensor> all = {
+        {"q", shape, dev.q}, {"k", shape, dev.k}, {"v", shape, dev.v}, {"dout", shape, dev.dout}};
+    for (auto& t : dev.saved) all.push_back(std::move(t));
+    gpu100::write_tensor_file(opt.save_grads, all);
+    fmt::print("wrote {}: the inputs and {} gradients\n", opt.save_grads, all.size() - 4);
   }
   return run.finish(kDay, verdict);
 }
