@@ -39,8 +39,9 @@
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
 // Tried and not kept: at D = 64, dQ split by keys (each warpgroup all 64 columns over its own 64
-// keys, no barrier between the warpgroups, twice the reduce-adds): 297 against 322 TFLOP/s. Also at
-// D = 64, dQ split by columns (each warpgroup 32 of the 64 columns every tile, m64n32k16, one
+// keys, no barrier between the warpgroups, twice the reduce-adds): 297 against 322 TFLOP/s, and
+// again with the writer warps issuing the reduce-adds: 338 against 393 (949 against 807 us). Also
+// at D = 64, dQ split by columns (each warpgroup 32 of the 64 columns every tile, m64n32k16, one
 // reduce-add each, so neither waits for the other's turn): 340-343 against 362-364 with 2 stages,
 // 347-349 against 375-377 with 4.
 // Tried and not kept: dK left running into the next tile (its wait moved to the next tile's first
@@ -48,6 +49,9 @@
 // tile's S^T lands in the registers that held dK's A operand. With dK's A operand read from
 // shared memory instead (dS^T is stored there anyway; no serialisation), an A/B on an H200 over
 // two rounds: 485 / 517 to 489 / 485 TFLOP/s at S 4096 D 128, 357 to 343-346 at S 2048 D 64.
+// Tried and not kept: persistent (one block per SM walks the key blocks, the next one's K and V
+// loaded while this one's dK and dV are stored): 819 against 807 us at S 2048 D 64; with the last
+// round's key blocks cut into one equal run of query tiles per block (stream-K's tail): 805 us.
 // Not done here (FlashAttention-3 does more): a deeper pipeline across query tiles (the next
 // tile's S^T and dP^T issued before this tile's dQ is done), 3 consumer warpgroups at D = 64.
 #include <cuda.h>
