@@ -202,6 +202,20 @@ TEST_CASE("bwd_v3_flash_wgmma matches the CPU at awkward sizes", "[gpu]") {
   CHECK(check_backward_matrix("bwd_v3_flash_wgmma", 1400) == flash_shapes());
 }
 
+TEST_CASE("bwd_v3_flash_wgmma under the causal mask with more heads than a band", "[gpu]") {
+  // Causal, bwd v3 starts its key blocks in bands of kCausalBand (8) heads: 19 heads (and 2 x 10)
+  // are two whole bands and a partial one, so every head's blocks must still be found once.
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v3_flash_wgmma")->needs,
+                       "bwd_v3_flash_wgmma");
+  const auto* var = day05::find_backward_variant("bwd_v3_flash_wgmma");
+  uint64_t seed = 1600;
+  for (const auto& sh :
+       {shape(1, 19, 300, 64, true), shape(1, 19, 300, 128, true), shape(2, 10, 200, 128, true)}) {
+    if (gpu100::test_sizes({sh.elements()}).empty()) continue;
+    check_backward(*var, sh, seed += 5);
+  }
+}
+
 TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
   const auto sh = shape(1, 2, 77, 40, false);

@@ -82,6 +82,19 @@ TEST_CASE("v5 with more query tiles than the GPU has SMs", "[gpu]") {
   }
 }
 
+TEST_CASE("v5_flash_wgmma under the causal mask with more heads than a band", "[gpu]") {
+  // At D = 128, one block per query tile, causal, v5 starts its blocks in bands of kCausalBand (8)
+  // heads, the longest tiles of a band first: 19 heads (and 2 x 10) are two whole bands and a
+  // partial one. D = 64 (persistent, tile-major over all heads) for comparison.
+  GPU100_REQUIRE_BUILD(day05::find_variant("v5_flash_wgmma")->needs, "v5_flash_wgmma");
+  uint64_t seed = 650;
+  for (const auto& sh :
+       {shape(1, 19, 300, 128, true), shape(2, 10, 200, 128, true), shape(1, 19, 300, 64, true)}) {
+    if (gpu100::test_sizes({sh.elements()}).empty()) continue;
+    check_variant(*day05::find_variant("v5_flash_wgmma"), sh, seed += 3);
+  }
+}
+
 TEST_CASE("the fp32 variants at other head dimensions", "[gpu]") {
   GPU100_REQUIRE_GPU();
   uint64_t seed = 600;
