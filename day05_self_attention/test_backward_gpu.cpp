@@ -209,11 +209,15 @@ TEST_CASE("bwd_v3_flash_wgmma under the causal mask with more heads than a band"
                        "bwd_v3_flash_wgmma");
   const auto* var = day05::find_backward_variant("bwd_v3_flash_wgmma");
   uint64_t seed = 1600;
+  int ran = 0;
   for (const auto& sh :
        {shape(1, 19, 300, 64, true), shape(1, 19, 300, 128, true), shape(2, 10, 200, 128, true)}) {
     if (gpu100::test_sizes({sh.elements()}).empty()) continue;
     check_backward(*var, sh, seed += 5);
+    ++ran;
   }
+  // Under a small GPU100_TEST_MAX_N (the sanitizer runs) every shape is capped: say so.
+  if (ran == 0) GPU100_SKIP("every shape is over GPU100_TEST_MAX_N");
 }
 
 TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {

@@ -88,11 +88,15 @@ TEST_CASE("v5_flash_wgmma under the causal mask with more heads than a band", "[
   // partial one. D = 64 (persistent, tile-major over all heads) for comparison.
   GPU100_REQUIRE_BUILD(day05::find_variant("v5_flash_wgmma")->needs, "v5_flash_wgmma");
   uint64_t seed = 650;
+  int ran = 0;
   for (const auto& sh :
        {shape(1, 19, 300, 128, true), shape(2, 10, 200, 128, true), shape(1, 19, 300, 64, true)}) {
     if (gpu100::test_sizes({sh.elements()}).empty()) continue;
     check_variant(*day05::find_variant("v5_flash_wgmma"), sh, seed += 3);
+    ++ran;
   }
+  // Under a small GPU100_TEST_MAX_N (the sanitizer runs) every shape is capped: say so.
+  if (ran == 0) GPU100_SKIP("every shape is over GPU100_TEST_MAX_N");
 }
 
 TEST_CASE("the fp32 variants at other head dimensions", "[gpu]") {
