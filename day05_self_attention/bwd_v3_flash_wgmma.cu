@@ -35,6 +35,14 @@
 //  - under the causal mask the key blocks go in bands of 8 heads, every head's key block 0 of the
 //    band first (causal_order.hpp), so that the longest blocks do not start last: causal S 2048
 //    D 64 292 to 300 TFLOP/s (head-major order before), one A/B on an H200, two rounds.
+//  - at D = 64 the warpgroups take turns at dQ (one 64-column box), so every other tile a
+//    warpgroup reached the dS^T barrier with nothing on the tensor cores and waited there for the
+//    other (Nsight Compute: about an eighth of the consumer warps' time). It now issues its dK
+//    before the barrier, and the warpgroup with the dQ box issues dQ behind it. One A/B on an
+//    H200, two rounds: S 2048 D 64 392 to 404 TFLOP/s, causal 326 to 334 (kernel 811 to 785 us).
+//    At D = 128 both warpgroups have a dQ box every tile and the same order lost (503 to 477,
+//    causal 469-482 to 443-453: dQ's hand-off to the writer then waits for dK), so it keeps dQ
+//    first.
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
@@ -52,8 +60,11 @@
 // Tried and not kept: persistent (one block per SM walks the key blocks, the next one's K and V
 // loaded while this one's dK and dV are stored): 819 against 807 us at S 2048 D 64; with the last
 // round's key blocks cut into one equal run of query tiles per block (stream-K's tail): 805 us.
-// Not done here (FlashAttention-3 does more): a deeper pipeline across query tiles (the next
-// tile's S^T and dP^T issued before this tile's dQ is done), 3 consumer warpgroups at D = 64.
+// Tried and not kept, at D = 64, on top of dK before the barrier (same A/B, 785 us): the
+// warpgroup without a dQ box only arriving at the barrier (bar.arrive, two barrier ids by tile
+// parity): 783 us, 404 TFLOP/s, no gain for a second barrier; and each tile's dQ issued in the
+// next tile, behind its S^T and dP^T: 793 us, 399.
+// Not done here (FlashAttention-3 does more): 3 consumer warpgroups at D = 64.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <fmt/format.h>
@@ -384,11 +395,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     dscores(rows, sdst);
     fence_proxy_async_smem();  // this thread's dS^T stores, before wgmma (async proxy) reads them
 
-    // Both warpgroups' dS^T are in sdst (the 256 consumer threads). Buffer n % 2 is written again
-    // at tile n + 2, after this barrier's next use, which each warpgroup reaches only after its dQ
-    // products of this tile have completed (the wait<1> right after its dK is issued).
-    asm volatile("bar.sync %0, 256;\n" ::"n"(kDsBarrier) : "memory");
-
     // ---- dK_w += dS^T Q_i: B = Q_i, N-major as dO_i above ----
     auto issue_dk = [&] {
       fence();
@@ -403,11 +409,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
       commit();  // group: dK
     };
+    // At D = 64 dK is issued before the barrier below (kDkFirst): the warpgroups take turns at dQ,
+    // so every other tile a warpgroup has no dQ and would wait there with nothing on the tensor
+    // cores. At D = 128 both have a dQ box every tile, and dQ goes first (below).
+    constexpr bool kDkFirst = kBoxes == 1;
+    if constexpr (kDkFirst) issue_dk();
+
+    // Both warpgroups' dS^T are in sdst (the 256 consumer threads). Buffer n % 2 is written again
+    // at tile n + 2, after this barrier's next use, which each warpgroup reaches only after its dQ
+    // products of this tile have completed (the waits below).
+    asm volatile("bar.sync %0, 256;\n" ::"n"(kDsBarrier) : "memory");
+
     // ---- dQ_i[:, box b] = dS K[:, box b]: A = dS^T as stored, [key][query], read MN-major (M =
     // the 64 queries, one 128-byte row); B = K's box b, [key][d], MN-major; a k-step of 16 keys
-    // is 16 rows = 2048 bytes further in both. Issued before dK, so that it completes first and
-    // its partial leaves while dK's products run. At D = 64 the warpgroups take turns; each path
-    // is written out whole, so that the compiler sees which products are still running. ----
+    // is 16 rows = 2048 bytes further in both. At D = 128 issued before dK, so that it completes
+    // first and its partial leaves while dK's products run; at D = 64 the warpgroups take turns.
+    // ----
     const int b = (wg + n) % 2;
     if (b < kBoxes) {
       const uint64_t desc_dst = make_desc(sdst, C::kDsBytes, 1024);
@@ -419,8 +436,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                             desc_at(desc_k_mn, box_off + kk * (2048 >> 4)), kk > 0);
       }
       commit();  // group: dQ
-      issue_dk();
-      wait<1>();  // dQ is done (dK may still run)
+      if constexpr (kDkFirst) {
+        wait<0>();  // dK, then dQ (groups complete in order)
+      } else {
+        issue_dk();
+        wait<1>();  // dQ is done (dK may still run)
+      }
       // dQ's fp32 partial through shared memory to the warpgroup's writer warp, which adds it to
       // the accumulator by TMA reduce-adds (rows past S are skipped by the copy engine). The
       // buffer is in the 128-byte swizzle the map names: the 16-byte chunk c of row r at chunk
@@ -440,8 +461,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
       fence_proxy_async_smem();  // the stores, before the TMA (async proxy) reads them
       asm volatile("bar.arrive %0, 160;\n" ::"r"(kDqFull0 + wg) : "memory");  // the writer may go
-    } else {
-      issue_dk();
     }
     wait<0>();  // dK
   }
