@@ -43,6 +43,15 @@
 //    At D = 128 both warpgroups have a dQ box every tile and the same order lost (503 to 477,
 //    causal 469-482 to 443-453: dQ's hand-off to the writer then waits for dK), so it keeps dQ
 //    first.
+//  - at D = 128 the tile's lse is read from shared memory before S^T and dP^T are issued, not
+//    after: Nsight Compute put 7% of the stall samples on the softmax waiting for those 8 loads,
+//    which queued behind the 16 wgmmas' operand reads. The mask test is also written with one
+//    value, kw0 + 15, for both of its key tests. One A/B on an H200 (Nsight Compute kernel time,
+//    two rounds each): S 4096 D 128 B 4 2.49 to 2.39-2.40 ms, causal 1.33 to 1.29 ms; the
+//    training step (S 2048 D 128, causal) 1.134 to 1.106-1.107 ms. At D = 64 the mask test alone:
+//    777 to 770 us, causal 444 to 440; reading lse early there: 784 us, so D = 64 keeps it after
+//    the products. (At D = 128 ptxas still keeps two values of the tile loop in local memory and
+//    reloads them every tile: 2 LDL in the loop's SASS.)
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
@@ -64,6 +73,8 @@
 // warpgroup without a dQ box only arriving at the barrier (bar.arrive, two barrier ids by tile
 // parity): 783 us, 404 TFLOP/s, no gain for a second barrier; and each tile's dQ issued in the
 // next tile, behind its S^T and dP^T: 793 us, 399.
+// Tried and not kept, at D = 128: lse read between S^T's and dP^T's issue, 2.51 ms; read from
+// global memory (L2) at the top of the tile, before the wait for its stage, 2.53 ms.
 // Not done here (FlashAttention-3 does more): 3 consumer warpgroups at D = 64.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -336,6 +347,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     const uint8_t* sdot = sdo + st * C::kQBytes;
     uint8_t* sdst = sds + (n % 2) * C::kDsBytes;
     mbar_wait(&full[st], (n / kStages) & 1);  // tile n's Q, dO, lse and D_i have landed
+    // The tile's lse x log2 e. At D = 128 it is read before the products are issued: read after
+    // them (as at D = 64), the loads queue behind the 16 wgmmas' shared-memory reads and come back
+    // long after S^T is done, so the softmax waits for them. At D = 64 the products are half as
+    // long, the loads return in time, and reading early lost a little (the header has the A/B).
+    constexpr bool kLseFirst = kBoxes == 2;
+    float2 rows[8];
+    if constexpr (kLseFirst) row_values(slse + st * kBQ, rows);
     const uint64_t desc_qt = make_desc(sqt, 16, 1024), desc_dot = make_desc(sdot, 16, 1024);
     const uint64_t desc_qt_mn = make_desc(sqt, C::kQBox, 1024);
     const uint64_t desc_dot_mn = make_desc(sdot, C::kQBox, 1024);
@@ -358,10 +376,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     commit();  // group: dP^T
 
-    // The tile's lse x log2 e, read while the products run (after the wait the loads would add
-    // their latency to the softmax's).
-    float2 rows[8];
-    row_values(slse + st * kBQ, rows);
+    // At D = 64 the tile's lse x log2 e is read here, while the products run (after the wait the
+    // loads would add their latency to the softmax's).
+    if constexpr (!kLseFirst) row_values(slse + st * kBQ, rows);
 
     // FlashAttention-3's overlap inside a warpgroup: P^T is computed while dP^T is still on the
     // tensor cores, and dS^T while dV's products are.
@@ -370,7 +387,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // with ordinary loads, which its own arrival, a release, orders before the producer's next
     // copy into the stage; its dV and dK products, which read Q and dO, are done).
     if (n > 0) mbar_arrive(&empty[(n - 1) % kStages]);
-    if (kw0 + 16 > s || i0 + kBQ > s || (causal && kw0 + 15 > i0)) {
+    // (kw0 + 15 >= s rather than kw0 + 16 > s: one value, kw0 + 15, serves both key tests.)
+    if (kw0 + 15 >= s || i0 + kBQ > s || (causal && kw0 + 15 > i0)) {
       probs(i0, rows, std::true_type{});
     } else {
       probs(i0, rows, std::false_type{});
