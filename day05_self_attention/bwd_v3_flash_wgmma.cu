@@ -46,12 +46,13 @@
 //  - at D = 128 the tile's lse is read from shared memory before S^T and dP^T are issued, not
 //    after: Nsight Compute put 7% of the stall samples on the softmax waiting for those 8 loads,
 //    which queued behind the 16 wgmmas' operand reads. The mask test is also written with one
-//    value, kw0 + 15, for both of its key tests. One A/B on an H200 (Nsight Compute kernel time,
-//    two rounds each): S 4096 D 128 B 4 2.49 to 2.39-2.40 ms, causal 1.33 to 1.29 ms; the
-//    training step (S 2048 D 128, causal) 1.134 to 1.106-1.107 ms. At D = 64 the mask test alone:
-//    777 to 770 us, causal 444 to 440; reading lse early there: 784 us, so D = 64 keeps it after
-//    the products. (At D = 128 ptxas still keeps two values of the tile loop in local memory and
-//    reloads them every tile: 2 LDL in the loop's SASS.)
+//    value, kw0 + 15, for both of its key tests. One A/B on an H200 (Nsight Compute kernel time;
+//    these two forms three rounds at D = 128, two causal): S 4096 D 128 B 4 2.48-2.49 to 2.39-2.40
+//    ms, causal 1.33 to 1.29 ms; the training step (S 2048 D 128, causal) 1.134 to 1.106-1.107 ms.
+//    At D = 64 (one round) the mask test alone: 777 to 770 us, causal 444 to 440; reading lse
+//    early there: 784 us, so D = 64 keeps it after the products. (At D = 128 ptxas still keeps two
+//    values of the tile loop in local memory and reloads them every tile: 2 LDL in the loop's
+//    SASS.)
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
@@ -73,8 +74,9 @@
 // warpgroup without a dQ box only arriving at the barrier (bar.arrive, two barrier ids by tile
 // parity): 783 us, 404 TFLOP/s, no gain for a second barrier; and each tile's dQ issued in the
 // next tile, behind its S^T and dP^T: 793 us, 399.
-// Tried and not kept, at D = 128: lse read between S^T's and dP^T's issue, 2.51 ms; read from
-// global memory (L2) at the top of the tile, before the wait for its stage, 2.53 ms.
+// Tried and not kept, at D = 128 (same A/B, one round each): lse read between S^T's and dP^T's
+// issue, 2.51 ms; read from global memory (L2) at the top of the tile, before the wait for its
+// stage, 2.53 ms; the new mask test alone, 2.51 ms.
 // Not done here (FlashAttention-3 does more): 3 consumer warpgroups at D = 64.
 #include <cuda.h>
 #include <cuda_bf16.h>
