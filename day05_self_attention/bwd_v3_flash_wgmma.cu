@@ -50,9 +50,12 @@
 //    these two forms three rounds at D = 128, two causal): S 4096 D 128 B 4 2.48-2.49 to 2.39-2.40
 //    ms, causal 1.33 to 1.29 ms; the training step (S 2048 D 128, causal) 1.134 to 1.106-1.107 ms.
 //    At D = 64 (one round) the mask test alone: 777 to 770 us, causal 444 to 440; reading lse
-//    early there: 784 us, so D = 64 keeps it after the products. (At D = 128 ptxas still keeps two
-//    values of the tile loop in local memory and reloads them every tile: 2 LDL in the loop's
-//    SASS.)
+//    early there: 784 us, so D = 64 keeps it after the products.
+//  - the swizzled stores of dS^T and dQ XOR their 16-byte chunk with g, not with r % 8 (the same
+//    number: each row r is g plus a multiple of 8): at D = 128 ptxas had kept those values in
+//    local memory (16 bytes of spill stores, 24 of loads) and reloaded two of them every tile (2
+//    LDL in the tile loop's SASS); now no spill at either head size, and 1861 SASS instructions
+//    instead of 1909 at D = 128 (1791 instead of 1847 at D = 64). Compiled; not yet timed on a GPU.
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
@@ -331,7 +334,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 64 * wg + 16 * wl + g + 8 * h;  // key row of dS^T within the block's 128
-        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ (r % 8)) * 16) + 4 * t4) =
+        // r % 8 is g, written as g: a register the tile loop keeps anyway (ptxas spilled r % 8).
+        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ g) * 16) + 4 * t4) =
             da[j / 2][h + 2 * (j % 2)];
       }
     }
@@ -474,8 +478,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const int chunk = 2 * (j % 4) + t4 / 2;  // 16-byte chunk of the 32-column box j / 4
-          *reinterpret_cast<float2*>(buf + (j / 4) * C::kDqBox + r * 128 +
-                                     ((chunk ^ (r % 8)) * 16) + (t4 % 2) * 8) =
+          *reinterpret_cast<float2*>(buf + (j / 4) * C::kDqBox + r * 128 + ((chunk ^ g) * 16) +
+                                     (t4 % 2) * 8) =  // r % 8 is g
               make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
         }
       }
