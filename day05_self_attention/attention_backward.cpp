@@ -1,8 +1,8 @@
 // day05: the backward registry (the binary's --backward rows, the tests and the README's backward
 // table), the forward's registry's counterpart. The ladder's rungs come before the library row:
-// bwd_v1_cublas, bwd_v2_flash_mma and bwd_v2b_flash_mma_dq_pass (mma.sync), then
-// bwd_v3_flash_wgmma (Hopper: wgmma, TMA). Then the training step: a forward and a backward
-// from the two registries, run as one unit.
+// bwd_v1_cublas, bwd_v2_flash_mma, bwd_v2b_flash_mma_dq_pass, bwd_v2c_flash_mma_128_keys and
+// bwd_v2d_flash_mma_vector_red (mma.sync), then bwd_v3_flash_wgmma (Hopper: wgmma, TMA). Then the
+// training step: a forward and a backward from the two registries, run as one unit.
 #include <fmt/format.h>
 
 #include <stdexcept>
@@ -36,6 +36,16 @@ const std::vector<AttentionBackwardVariant>& attention_backward_variants() {
        "that loops over the key tiles (S and dP recomputed), written once in bf16",
        P::kBf16, nullptr, attention_bwd_v2b_flash_mma_dq_pass, bwd_v2b_workspace_bytes,
        bwd_v2b_refusal, false, gpu100::ArchNeed::kSm80},
+      {"bwd_v2c_flash_mma_128_keys",
+       "bwd_v2_flash_mma with 128 keys per block (8 warps of 16 keys): each query tile serves "
+       "twice the keys, so half the dQ atomics and half the Q / dO loads per key",
+       P::kBf16, nullptr, attention_bwd_v2c_flash_mma_128_keys, bwd_v2_workspace_bytes,
+       bwd_v2c_refusal, false, gpu100::ArchNeed::kSm80, "untimed"},
+      {"bwd_v2d_flash_mma_vector_red",
+       "bwd_v2c with dQ's partials added by 8-byte vector reductions (sm_90): whole 32-byte L2 "
+       "sectors, half the reduction instructions",
+       P::kBf16, nullptr, attention_bwd_v2d_flash_mma_vector_red, bwd_v2_workspace_bytes,
+       bwd_v2d_refusal, false, gpu100::ArchNeed::kSm90, "untimed"},
       {"bwd_v3_flash_wgmma",
        "FlashAttention-3's backward on Hopper: wgmma from shared memory (P^T and dS^T from "
        "registers), a TMA producer warpgroup feeding Q and dO through an mbarrier ring, 128 keys "
@@ -125,7 +135,8 @@ TrainingStep own_training_step(const AttentionShape& s) {
   TrainingStep step;
   step.forward = find_variant(best_flash_bf16());
   for (const auto& v : attention_backward_variants()) {
-    if (v.is_library || v.precision != Precision::kBf16 || gpu100::has_tag(v.tags, "mine")) {
+    if (v.is_library || v.precision != Precision::kBf16 || gpu100::has_tag(v.tags, "mine") ||
+        gpu100::has_tag(v.tags, "untimed")) {
       continue;
     }
     if (gpu100::build_has(v.needs) && v.refusal(s).empty()) step.backward = &v;  // the last wins

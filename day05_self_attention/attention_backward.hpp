@@ -108,6 +108,19 @@ void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape&,
                                          cudaStream_t);
 size_t bwd_v2b_workspace_bytes(const AttentionShape& s);  // B H S floats (D_i)
 std::string bwd_v2b_refusal(const AttentionShape& s);
+// bwd v2c (the same file): bwd v2 with 128 keys per block (8 warps): half the dQ atomics. Its
+// workspace is bwd v2's. D = 128 takes 120.5 KB of shared memory per block: refused on GPUs that
+// give a block less (sm_86, sm_89: 99 KB), with the figures in one line.
+void attention_bwd_v2c_flash_mma_128_keys(const AttentionShape&,
+                                          const BackwardTensors<__nv_bfloat16>&, void*, size_t,
+                                          cudaStream_t);
+std::string bwd_v2c_refusal(const AttentionShape& s);
+// bwd v2d (the same file): bwd v2c with dQ's partials added by 8-byte vector reductions (needs
+// sm_90 code). Workspace and refusals as bwd v2c's.
+void attention_bwd_v2d_flash_mma_vector_red(const AttentionShape&,
+                                            const BackwardTensors<__nv_bfloat16>&, void*, size_t,
+                                            cudaStream_t);
+std::string bwd_v2d_refusal(const AttentionShape& s);
 
 // bwd v3 (bwd_v3_flash_wgmma.cu): FlashAttention-3's backward on Hopper's wgmma and TMA (sm_90a
 // code only): a block per 128 keys, a TMA producer warpgroup and 2 consumer warpgroups; dQ
@@ -179,7 +192,8 @@ struct TrainingStep {
 // The build's own step at shape s: the fastest bf16 flash forward it runs (best_flash_bf16()) and
 // the backward ladder's last rung that it runs and that takes s (the registry's non-library bf16
 // rows are in lesson order, and the last that runs is the fastest the README measured for each
-// build: bwd v3 where there is sm_90a code, else bwd v2b). `backward` is null when no rung takes s.
+// build: bwd v3 where there is sm_90a code, else bwd v2b). A rung tagged "untimed" (in the
+// registry, not yet measured on a GPU) is passed over. `backward` is null when no rung takes s.
 TrainingStep own_training_step(const AttentionShape& s);
 // The library's step: the bf16 library rows of the forward's and the backward's registries
 // (cuDNN's fused attention forward, then its backward fed its own O and stats).

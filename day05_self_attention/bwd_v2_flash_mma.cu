@@ -19,6 +19,17 @@
 // bwd_v2b_flash_mma_dq_pass (this file too) gets dQ without atomics, by a separate pass: the
 // main kernel without dQ, then bwd_v2b_dq_kernel, one block per query tile looping over the key
 // tiles (S and dP recomputed), dQ in registers and written once: no atomics, 1.4x the mma work.
+// bwd_v2c_flash_mma_128_keys (this file): bwd v2 with 128 keys per block (8 warps of 16 keys, the
+// same work per warp) instead of 64. Each query tile a block loads now serves twice the keys, so
+// dQ's partials are summed over 128 keys before they leave the block: half the atomics (S / 128
+// per element of dQ), and half the Q / dO traffic from L2 per key. What it costs: 120.5 KB of
+// shared memory per block at D = 128 (K, V, Q, dO and dS^T), more than sm_86 / sm_89 allow, so it
+// refuses D = 128 there; one block of 8 warps per SM, as v2's two blocks of 4.
+// bwd_v2d_flash_mma_vector_red (this file): bwd v2c with dQ's partials added by 8-byte vector
+// reductions (red.global.add.v2.f32, sm_90). A scalar atomic of one warp touches 8 rows x 32
+// bytes, each 32-byte L2 sector holding 4 of the warp's floats at a stride of 8 bytes, and the
+// next column's atomic touches the same 8 sectors again; one vector reduction fills each sector
+// with 8 floats: half the reduction instructions and half the sector operations in L2.
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
@@ -31,6 +42,7 @@
 #include "attention_backward.hpp"
 #include "bwd_util.hpp"
 #include "common/cuda_check.hpp"
+#include "common/device_info.hpp"
 #include "common/math.hpp"
 #include "flash_util.cuh"
 #include "mma.cuh"
@@ -59,12 +71,13 @@ using flash::pack_bf16;
 constexpr size_t kAlign = 256;  // each buffer of the workspace starts on this boundary
 
 // The tiling of one instantiation. kD: head dimension; kBc keys per block (16 per warp: the
-// mma's M); kBr queries per tile of the loop; kStages: Q / dO / lse / D tiles in the cp.async
-// ring (1: the next tile is loaded while dQ's partial is computed; 2: one tile ahead).
-template <int kD_, int kBr_, int kStages_, int kMinBlocks_>
+// mma's M, 64 or 128: a warp per 16); kBr queries per tile of the loop; kStages: Q / dO / lse / D
+// tiles in the cp.async ring (1: the next tile is loaded while dQ's partial is computed; 2: one
+// tile ahead).
+template <int kD_, int kBr_, int kStages_, int kMinBlocks_, int kBc_ = 64>
 struct BwdConfig {
   static constexpr int kD = kD_, kBr = kBr_, kStages = kStages_, kMinBlocks = kMinBlocks_;
-  static constexpr int kBc = 64, kWarps = kBc / 16, kThreads = 32 * kWarps;
+  static constexpr int kBc = kBc_, kWarps = kBc / 16, kThreads = 32 * kWarps;
   static constexpr int kLd = kD + 8;    // bf16 per shared row of K, V, Q, dO: 16-byte pad
   static constexpr int kLdS = kBr + 8;  // bf16 per shared row of dS^T: 16-byte pad
   static constexpr int kKVElems = kBc * kLd, kQElems = kBr * kLd;
@@ -79,7 +92,8 @@ struct BwdConfig {
   static_assert(kStages == 1 || kStages == 2, "one or two stages");
   static_assert(kWarps % (kBr / 16) == 0 && kDqCols % 32 == 0, "dQ's split over warps");
   static_assert(2 * kBr <= kThreads, "one thread per lse / D element");
-  static_assert(kSmemBytes <= 99 * 1024, "sm_86 / sm_89 allow 99 KB per block");
+  static_assert(kSmemBytes <= 227 * 1024, "sm_90 allows 227 KB per block");
+  static constexpr bool kFitsEverySm80Gpu = kSmemBytes <= 99 * 1024;  // sm_86 / sm_89: 99 KB
 };
 
 // D = 128: 64 queries per tile, one stage (K, V, Q, dO, dS^T: 77.5 KB; two stages would take
@@ -88,6 +102,17 @@ struct BwdConfig {
 using BwdD128 = BwdConfig<128, 64, 1, 2>;
 // D = 64: 64 queries per tile, two stages (64 KB).
 using BwdD64 = BwdConfig<64, 64, 2, 2>;
+static_assert(BwdD128::kFitsEverySm80Gpu && BwdD64::kFitsEverySm80Gpu, "v2 and v2b run anywhere");
+// bwd v2c and v2d: 128 keys per block, 8 warps, one block per SM (255 registers a thread). D = 128:
+// one stage as in v2, 120.5 KB (over the 99 KB of sm_86 / sm_89: refused there); D = 64: two
+// stages, 91 KB.
+using BwdWideD128 = BwdConfig<128, 64, 1, 1, 128>;
+using BwdWideD64 = BwdConfig<64, 64, 2, 1, 128>;
+static_assert(!BwdWideD128::kFitsEverySm80Gpu && BwdWideD64::kFitsEverySm80Gpu, "see above");
+
+// How the main kernel adds dQ's partials: not at all (v2b: a separate pass), by scalar fp32
+// atomics (v2, v2c), or by 8-byte vector reductions (v2d; sm_90 code).
+enum class DqAdd { kNone, kScalar, kVector2 };
 
 // ---- the main kernel ---------------------------------------------------------------------------
 
@@ -276,12 +301,29 @@ __device__ __forceinline__ void bwd_v2_tile(float (&dv)[C::kD / 8][4], float (&d
   }
 }
 
+// Adds the column pair (a, b) to dst[0], dst[1] (8-byte aligned) in the fp32 accumulator: two
+// scalar atomics (RED, the result unused), or with kVector2 one 8-byte vector reduction, which
+// sm_90 has (the host refuses a kVector2 variant on older code, where this falls back).
+template <DqAdd kAdd>
+__device__ __forceinline__ void add_pair(float* dst, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kVector = kAdd == DqAdd::kVector2;
+#else
+  constexpr bool kVector = false;
+#endif
+  if constexpr (kVector) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b) : "memory");
+  } else {
+    atomicAdd(dst, a);
+    atomicAdd(dst + 1, b);
+  }
+}
+
 // dQ_i += dS K_j for the warp's slice: queries qw0 .. qw0 + 15 of the tile, columns
-// col0 .. col0 + kDqCols - 1, 32 at a time; added to the fp32 accumulator by atomics (RED, the
-// result unused). A = dS (queries x keys), stored as dS^T [key][query]: ldmatrix.trans with
-// matrix q at keys 8 (q / 2), queries 8 (q % 2). B = K_j (keys x columns), stored k-major:
-// ldmatrix.trans.
-template <class C>
+// col0 .. col0 + kDqCols - 1, 32 at a time; added to the fp32 accumulator by add_pair. A = dS
+// (queries x keys), stored as dS^T [key][query]: ldmatrix.trans with matrix q at keys 8 (q / 2),
+// queries 8 (q % 2). B = K_j (keys x columns), stored k-major: ldmatrix.trans.
+template <class C, DqAdd kAdd>
 __device__ __forceinline__ void bwd_v2_dq(float* __restrict__ dq_acc_head, const bf16* sk,
                                           const bf16* sds, int qw0, int col0, int i0, int s,
                                           int lane) {
@@ -314,14 +356,8 @@ __device__ __forceinline__ void bwd_v2_dq(float* __restrict__ dq_acc_head, const
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       const int col = c0 + 8 * n + 2 * t4;
-      if (q_lo < s) {
-        atomicAdd(dq_acc_head + size_t(q_lo) * kD + col, acc[n][0]);
-        atomicAdd(dq_acc_head + size_t(q_lo) * kD + col + 1, acc[n][1]);
-      }
-      if (q_hi < s) {
-        atomicAdd(dq_acc_head + size_t(q_hi) * kD + col, acc[n][2]);
-        atomicAdd(dq_acc_head + size_t(q_hi) * kD + col + 1, acc[n][3]);
-      }
+      if (q_lo < s) add_pair<kAdd>(dq_acc_head + size_t(q_lo) * kD + col, acc[n][0], acc[n][1]);
+      if (q_hi < s) add_pair<kAdd>(dq_acc_head + size_t(q_hi) * kD + col, acc[n][2], acc[n][3]);
     }
   }
 }
@@ -329,8 +365,8 @@ __device__ __forceinline__ void bwd_v2_dq(float* __restrict__ dq_acc_head, const
 // One block per (key tile of kBc keys, head): blocks of one head are consecutive (Q and dO shared
 // in L2), key tile 0 first (under the causal mask it has the most query tiles). Warp w owns keys
 // j0 + 16 w .. j0 + 16 w + 15 for S^T, dV, dP^T, dK, and queries / columns of the tile for dQ.
-// kDqAtomic = false (bwd v2b): no dQ here (dq_acc unused); bwd_v2b_dq_kernel computes it.
-template <class C, bool kDqAtomic>
+// kAdd = kNone (bwd v2b): no dQ here (dq_acc unused); bwd_v2b_dq_kernel computes it.
+template <class C, DqAdd kAdd>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     bwd_v2_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k,
                   const bf16* __restrict__ v, const bf16* __restrict__ dout,
@@ -338,7 +374,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
                   float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, int s,
                   bool causal, float scale, int num_key_tiles) {
   constexpr int kD = C::kD, kBr = C::kBr, kBc = C::kBc, kLd = C::kLd;
-  constexpr int kDT = kD / 8;  // 8-column n-tiles of dK and dV
+  constexpr int kDT = kD / 8;                       // 8-column n-tiles of dK and dV
+  constexpr bool kDqToSmem = kAdd != DqAdd::kNone;  // dS^T to shared memory for dQ = dS K
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const BwdSmem<C> sm(smem_raw);
 
@@ -390,17 +427,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     const float* sdelta = sm.delta + st * kBr;
     const bool masked = keys_tail || i0 + kBr > s || (causal && j0 + kBc - 1 > i0);
     if (masked) {
-      bwd_v2_tile<C, true, kDqAtomic>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq,
+      bwd_v2_tile<C, true, kDqToSmem>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq,
                                       sdo, slse, sdelta, sm.ds + 16 * warp * C::kLdS, kw0, i0, s,
                                       causal, scale_log2, lane);
     } else {
-      bwd_v2_tile<C, false, kDqAtomic>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq,
+      bwd_v2_tile<C, false, kDqToSmem>(dva, dka, sm.k + 16 * warp * kLd, sm.v + 16 * warp * kLd, sq,
                                        sdo, slse, sdelta, sm.ds + 16 * warp * C::kLdS, kw0, i0, s,
                                        causal, scale_log2, lane);
     }
     __syncthreads();  // dS^T complete; every warp is done with Q, dO, lse and D of this stage
     issue_query_tile<C>(sm, qg, dog, lseg, deltag, t + C::kStages, num_tiles, s, tid);
-    if constexpr (kDqAtomic) bwd_v2_dq<C>(dq_acc + base, sm.k, sm.ds, dq_q0, dq_c0, i0, s, lane);
+    if constexpr (kDqToSmem) {
+      bwd_v2_dq<C, kAdd>(dq_acc + base, sm.k, sm.ds, dq_q0, dq_c0, i0, s, lane);
+    }
   }
 
   // ---- epilogue: dK = c x its accumulator, dV, in bf16 (4-byte stores of column pairs) ----
@@ -617,22 +656,20 @@ size_t workspace_for(const AttentionShape& s) {
   return dq_acc_bytes(s) + size_t(s.rows()) * sizeof(float);
 }
 
-template <class C, bool kDqAtomic>
+template <class C, DqAdd kAdd>
 void launch_main(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* delta,
                  float* dq_acc, cudaStream_t stream) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(bwd_v2_kernel<C, kDqAtomic>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(C::kSmemBytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(
+        bwd_v2_kernel<C, kAdd>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)));
     return true;
   }();
   (void)attr_set;
   const int num_key_tiles = gpu100::ceil_div(s.s, C::kBc);
   const int64_t blocks = s.heads() * num_key_tiles;
-  bwd_v2_kernel<C, kDqAtomic>
-      <<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
-          t.q, t.k, t.v, t.dout, t.lse, delta, dq_acc, t.dk, t.dv, s.s, s.causal,
-          softmax_scale(s.d), num_key_tiles);
+  bwd_v2_kernel<C, kAdd><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+      t.q, t.k, t.v, t.dout, t.lse, delta, dq_acc, t.dk, t.dv, s.s, s.causal, softmax_scale(s.d),
+      num_key_tiles);
   CUDA_CHECK_LAST();
 }
 
@@ -654,22 +691,34 @@ void launch_dq_pass(const AttentionShape& s, const BackwardTensors<bf16>& t, con
   CUDA_CHECK_LAST();
 }
 
-// The shapes a launcher refuses (one line), beyond check_shape's.
-std::string refusal_for(const char* name, const AttentionShape& s) {
+// The shapes a launcher refuses (one line), beyond check_shape's. kWide: v2c and v2d's 128 keys
+// per block, whose D = 128 tiling needs more shared memory than sm_86 / sm_89 give a block.
+std::string refusal_for(const char* name, const AttentionShape& s, bool wide = false) {
   if (s.d != 64 && s.d != 128) {
     return fmt::format("{}: D must be 64 or 128 (got D = {})", name, s.d);
   }
   if (s.heads() * gpu100::ceil_div<int64_t>(s.s, 64) > int64_t(0x7fffffff)) {
     return fmt::format("{}: {} needs more than 2^31 - 1 blocks", name, shape_label(s));
   }
+  if (wide && s.d == 128) {
+    const size_t have = gpu100::smem_per_block_optin();  // 0: no GPU to ask
+    if (have != 0 && have < BwdWideD128::kSmemBytes) {
+      return fmt::format(
+          "{}: D = 128 takes {} bytes of shared memory per block, this GPU allows {}", name,
+          BwdWideD128::kSmemBytes, have);
+    }
+  }
   return "";
 }
 
-// The checks both launchers make, in order, before any CUDA call.
+// The checks every launcher makes, in order, before any kernel launch.
 void check_arguments(const char* name, const AttentionShape& s, const BackwardTensors<bf16>& t,
-                     void* workspace, size_t workspace_bytes, size_t need) {
+                     void* workspace, size_t workspace_bytes, size_t need, bool wide = false,
+                     gpu100::ArchNeed arch = gpu100::ArchNeed::kSm80) {
   check_shape(s);
-  if (const std::string why = refusal_for(name, s); !why.empty()) throw std::invalid_argument(why);
+  if (const std::string why = refusal_for(name, s, wide); !why.empty()) {
+    throw std::invalid_argument(why);
+  }
   if (t.any_null() || workspace == nullptr) {
     throw std::invalid_argument(fmt::format("{}: null tensors or workspace", name));
   }
@@ -684,7 +733,23 @@ void check_arguments(const char* name, const AttentionShape& s, const BackwardTe
     throw std::invalid_argument(
         fmt::format("{}: a workspace of {} bytes, {} needed", name, workspace_bytes, need));
   }
-  gpu100::require_build(gpu100::ArchNeed::kSm80, name);
+  gpu100::require_build(arch, name);
+}
+
+// bwd v2, v2c and v2d: the pre-pass, the main kernel with dQ's adds, the post-pass.
+template <class C64, class C128, DqAdd kAdd>
+void run_with_atomics(const AttentionShape& s, const BackwardTensors<bf16>& t, void* workspace,
+                      cudaStream_t stream) {
+  auto* ws = static_cast<char*>(workspace);
+  float* dq_acc = reinterpret_cast<float*>(ws);
+  float* delta = reinterpret_cast<float*>(ws + dq_acc_bytes(s));
+  bwd::launch_prepass(t.dout, t.o, t.lse, delta, nullptr, dq_acc, s.heads(), s.s, s.s, s.d, stream);
+  if (s.d == 64) {
+    launch_main<C64, kAdd>(s, t, delta, dq_acc, stream);
+  } else {
+    launch_main<C128, kAdd>(s, t, delta, dq_acc, stream);
+  }
+  bwd::launch_postpass(dq_acc, t.dq, s.elements(), softmax_scale(s.d), stream);  // D % 16 == 0
 }
 
 }  // namespace
@@ -702,21 +767,33 @@ std::string bwd_v2_refusal(const AttentionShape& s) {
 std::string bwd_v2b_refusal(const AttentionShape& s) {
   return refusal_for("bwd_v2b_flash_mma_dq_pass", s);
 }
+std::string bwd_v2c_refusal(const AttentionShape& s) {
+  return refusal_for("bwd_v2c_flash_mma_128_keys", s, true);
+}
+std::string bwd_v2d_refusal(const AttentionShape& s) {
+  return refusal_for("bwd_v2d_flash_mma_vector_red", s, true);
+}
 
 void attention_bwd_v2_flash_mma(const AttentionShape& s, const BackwardTensors<bf16>& t,
                                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   check_arguments("bwd_v2_flash_mma", s, t, workspace, workspace_bytes, workspace_for(s));
-  auto* ws = static_cast<char*>(workspace);
-  float* dq_acc = reinterpret_cast<float*>(ws);
-  float* delta = reinterpret_cast<float*>(ws + dq_acc_bytes(s));
+  run_with_atomics<BwdD64, BwdD128, DqAdd::kScalar>(s, t, workspace, stream);
+}
 
-  bwd::launch_prepass(t.dout, t.o, t.lse, delta, nullptr, dq_acc, s.heads(), s.s, s.s, s.d, stream);
-  if (s.d == 64) {
-    launch_main<BwdD64, true>(s, t, delta, dq_acc, stream);
-  } else {
-    launch_main<BwdD128, true>(s, t, delta, dq_acc, stream);
-  }
-  bwd::launch_postpass(dq_acc, t.dq, s.elements(), softmax_scale(s.d), stream);  // D % 16 == 0
+void attention_bwd_v2c_flash_mma_128_keys(const AttentionShape& s, const BackwardTensors<bf16>& t,
+                                          void* workspace, size_t workspace_bytes,
+                                          cudaStream_t stream) {
+  check_arguments("bwd_v2c_flash_mma_128_keys", s, t, workspace, workspace_bytes, workspace_for(s),
+                  true);
+  run_with_atomics<BwdWideD64, BwdWideD128, DqAdd::kScalar>(s, t, workspace, stream);
+}
+
+void attention_bwd_v2d_flash_mma_vector_red(const AttentionShape& s, const BackwardTensors<bf16>& t,
+                                            void* workspace, size_t workspace_bytes,
+                                            cudaStream_t stream) {
+  check_arguments("bwd_v2d_flash_mma_vector_red", s, t, workspace, workspace_bytes,
+                  workspace_for(s), true, gpu100::ArchNeed::kSm90);
+  run_with_atomics<BwdWideD64, BwdWideD128, DqAdd::kVector2>(s, t, workspace, stream);
 }
 
 void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape& s, const BackwardTensors<bf16>& t,
@@ -730,10 +807,10 @@ void attention_bwd_v2b_flash_mma_dq_pass(const AttentionShape& s, const Backward
   // The two kernels are independent given D_i (dK, dV from one, dQ from the other); one stream
   // runs them one after the other.
   if (s.d == 64) {
-    launch_main<BwdD64, false>(s, t, delta, nullptr, stream);
+    launch_main<BwdD64, DqAdd::kNone>(s, t, delta, nullptr, stream);
     launch_dq_pass<BwdD64>(s, t, delta, stream);
   } else {
-    launch_main<BwdD128, false>(s, t, delta, nullptr, stream);
+    launch_main<BwdD128, DqAdd::kNone>(s, t, delta, nullptr, stream);
     launch_dq_pass<BwdD128>(s, t, delta, stream);
   }
 }

@@ -13,7 +13,9 @@
 #include "attention.hpp"
 #include "attention_backward.hpp"
 #include "common/catch.hpp"
+#include "common/device_info.hpp"
 #include "common/random.hpp"
+#include "common/tags.hpp"
 
 using Catch::Approx;
 
@@ -273,7 +275,8 @@ TEST_CASE("training step: the build's fastest own pair, and the library's", "[cp
   CHECK(std::string(lib.backward->name) == "cudnn_sdpa_bwd");
   CHECK(lib.name() == "cudnn_sdpa+cudnn_sdpa_bwd");
   // The own: best_flash_bf16()'s forward, and the ladder's last bf16 rung the build runs that
-  // takes the shape: bwd v3 with sm_90a code, else bwd v2b with sm_80 code.
+  // takes the shape, of those measured (bwd v2c and v2d are tagged "untimed"): bwd v3 with sm_90a
+  // code, else bwd v2b with sm_80 code.
   for (int d : {64, 128}) {
     const auto s = day05::AttentionShape{1, 2, 777, d, true};
     const auto own = day05::own_training_step(s);
@@ -388,7 +391,8 @@ TEST_CASE("backward reference: one head writes every value of its own head, and 
 }
 
 TEST_CASE(
-    "the backward registry lists bwd v1 in both precisions, bwd v2, v2b, v3 and cuDNN's backward",
+    "the backward registry lists bwd v1 in both precisions, bwd v2, v2b, v2c, v2d, v3 and cuDNN's "
+    "backward",
     "[cpu]") {
   const auto& vs = day05::attention_backward_variants();
   REQUIRE(vs.size() >= 3);
@@ -408,17 +412,30 @@ TEST_CASE(
   CHECK(vs[2].bf16 == day05::attention_bwd_v2_flash_mma);
   CHECK_FALSE(vs[2].is_library);
   CHECK(vs[2].needs == gpu100::ArchNeed::kSm80);  // mma.sync bf16, cp.async
-  REQUIRE(vs.size() >= 6);
+  REQUIRE(vs.size() >= 8);
   CHECK(std::strcmp(vs[3].name, "bwd_v2b_flash_mma_dq_pass") == 0);  // v2 with the dQ pass
   CHECK(vs[3].precision == day05::Precision::kBf16);
   CHECK(vs[3].bf16 == day05::attention_bwd_v2b_flash_mma_dq_pass);
   CHECK_FALSE(vs[3].is_library);
   CHECK(vs[3].needs == gpu100::ArchNeed::kSm80);
-  CHECK(std::strcmp(vs[4].name, "bwd_v3_flash_wgmma") == 0);  // Hopper's rung, then the library
-  CHECK(vs[4].precision == day05::Precision::kBf16);
-  CHECK(vs[4].bf16 == day05::attention_bwd_v3_flash_wgmma);
-  CHECK_FALSE(vs[4].is_library);
-  CHECK(vs[4].needs == gpu100::ArchNeed::kSm90a);  // wgmma, TMA, setmaxnreg
+  CHECK(std::strcmp(vs[4].name, "bwd_v2c_flash_mma_128_keys") == 0);  // v2, 128 keys a block
+  CHECK(vs[4].bf16 == day05::attention_bwd_v2c_flash_mma_128_keys);
+  CHECK(vs[4].workspace_bytes == day05::bwd_v2_workspace_bytes);  // v2's accumulator and D_i
+  CHECK(vs[4].needs == gpu100::ArchNeed::kSm80);
+  CHECK(std::strcmp(vs[5].name, "bwd_v2d_flash_mma_vector_red") == 0);  // v2c, vector reductions
+  CHECK(vs[5].bf16 == day05::attention_bwd_v2d_flash_mma_vector_red);
+  CHECK(vs[5].workspace_bytes == day05::bwd_v2_workspace_bytes);
+  CHECK(vs[5].needs == gpu100::ArchNeed::kSm90);  // red.global.add.v2.f32
+  for (int i : {4, 5}) {
+    CHECK(vs[i].precision == day05::Precision::kBf16);
+    CHECK_FALSE(vs[i].is_library);
+    CHECK(gpu100::has_tag(vs[i].tags, "untimed"));  // not the training step's until measured
+  }
+  CHECK(std::strcmp(vs[6].name, "bwd_v3_flash_wgmma") == 0);  // Hopper's rung, then the library
+  CHECK(vs[6].precision == day05::Precision::kBf16);
+  CHECK(vs[6].bf16 == day05::attention_bwd_v3_flash_wgmma);
+  CHECK_FALSE(vs[6].is_library);
+  CHECK(vs[6].needs == gpu100::ArchNeed::kSm90a);  // wgmma, TMA, setmaxnreg
   const day05::AttentionBackwardVariant* cudnn = day05::find_backward_variant("cudnn_sdpa_bwd");
   REQUIRE(cudnn != nullptr);
   CHECK(cudnn == &vs.back());  // the library row comes last, after the ladder's rungs
@@ -464,8 +481,10 @@ TEST_CASE("bwd v1: head chunks, workspace and the S x S budget", "[cpu]") {
   CHECK(why.find('\n') == std::string::npos);
 }
 
-TEST_CASE("bwd v2 and v2b: workspace, the D they take, and their refusals before any CUDA call",
-          "[cpu]") {
+TEST_CASE(
+    "bwd v2, v2b, v2c and v2d: workspace, the D they take, and their refusals before any "
+    "launch",
+    "[cpu]") {
   using day05::AttentionShape;
   // [dQ accumulator: B H S D fp32, on a 256-byte boundary][D_i: B H S fp32].
   CHECK(day05::bwd_v2_workspace_bytes(AttentionShape{1, 2, 64, 64}) ==
@@ -486,10 +505,28 @@ TEST_CASE("bwd v2 and v2b: workspace, the D they take, and their refusals before
     CHECK(why.find("bwd_v2_flash_mma: D must be 64 or 128") == 0);
     CHECK(why.find('\n') == std::string::npos);
   }
-  // The launchers' argument checks, before any CUDA call.
+  // v2c and v2d (128 keys per block) take what v2 takes; D = 128 only where the GPU gives a block
+  // the 120.5 KB its tiling takes (not on sm_86 / sm_89; never refused without a GPU to ask).
+  for (auto refusal : {day05::bwd_v2c_refusal, day05::bwd_v2d_refusal}) {
+    CHECK(refusal(AttentionShape{1, 1, 77, 64}).empty());
+    CHECK(refusal(AttentionShape{1, 1, 1, 64, true}).empty());
+    CHECK(refusal(AttentionShape{1, 1, 77, 40}).find(": D must be 64 or 128") != std::string::npos);
+    const std::string why = refusal(AttentionShape{1, 1, 77, 128});
+    const size_t have = gpu100::smem_per_block_optin();
+    // K, V: 2 x 128 rows of 136 bf16; Q, dO: 2 x 64 rows; dS^T: 128 rows of 72; lse, D: 2 x 64.
+    constexpr size_t kNeed = 2 * 128 * 136 * 2 + 2 * 64 * 136 * 2 + 128 * 72 * 2 + 2 * 64 * 4;
+    CHECK(why.empty() == (have == 0 || have >= kNeed));
+    CHECK(why.find('\n') == std::string::npos);
+    if (!why.empty()) CHECK(why.find("shared memory per block") != std::string::npos);
+  }
+  // The launchers' argument checks, before any launch.
   check_flash_launcher_refusals(day05::attention_bwd_v2_flash_mma, day05::bwd_v2_workspace_bytes);
   check_flash_launcher_refusals(day05::attention_bwd_v2b_flash_mma_dq_pass,
                                 day05::bwd_v2b_workspace_bytes);
+  check_flash_launcher_refusals(day05::attention_bwd_v2c_flash_mma_128_keys,
+                                day05::bwd_v2_workspace_bytes);
+  check_flash_launcher_refusals(day05::attention_bwd_v2d_flash_mma_vector_red,
+                                day05::bwd_v2_workspace_bytes);
 }
 
 TEST_CASE("bwd v3: workspace, the D it takes, and its refusals before any CUDA call", "[cpu]") {

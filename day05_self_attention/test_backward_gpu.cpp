@@ -169,6 +169,24 @@ int flash_shapes() {
       std::count_if(shapes.begin(), shapes.end(),
                     [](const day05::AttentionShape& x) { return x.d == 64 || x.d == 128; }));
 }
+// How many shapes of the matrix bwd v2c and v2d take on this GPU: those flash_shapes() counts,
+// less the D = 128 ones where `refusal` says the GPU's blocks get too little shared memory (in one
+// line); every D = 64 shape runs.
+int wide_shapes(std::string (*refusal)(const day05::AttentionShape&)) {
+  const auto shapes = backward_shapes();
+  int n = 0;
+  for (const auto& x : shapes) {
+    if (x.d != 64 && x.d != 128) continue;
+    const std::string why = refusal(x);
+    if (x.d == 64 || why.empty()) {
+      CHECK(why.empty());
+      ++n;
+    } else {
+      CHECK(why.find("shared memory per block") != std::string::npos);
+    }
+  }
+  return n;
+}
 }  // namespace
 
 TEST_CASE("bwd_v1_cublas_fp32 matches the CPU at awkward sizes", "[gpu]") {
@@ -192,6 +210,22 @@ TEST_CASE("bwd_v2b_flash_mma_dq_pass matches the CPU at awkward sizes", "[gpu]")
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2b_flash_mma_dq_pass")->needs,
                        "bwd_v2b_flash_mma_dq_pass");
   CHECK(check_backward_matrix("bwd_v2b_flash_mma_dq_pass", 1300) == flash_shapes());
+}
+
+TEST_CASE("bwd_v2c_flash_mma_128_keys matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2c_flash_mma_128_keys")->needs,
+                       "bwd_v2c_flash_mma_128_keys");
+  // S = 1, 77, 777 and 1031 are no multiple of its 128-key blocks: every run has key tails. D = 128
+  // only where the GPU gives a block the shared memory its tiling takes (not sm_86 / sm_89).
+  CHECK(check_backward_matrix("bwd_v2c_flash_mma_128_keys", 1500) ==
+        wide_shapes(day05::bwd_v2c_refusal));
+}
+
+TEST_CASE("bwd_v2d_flash_mma_vector_red matches the CPU at awkward sizes", "[gpu]") {
+  GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2d_flash_mma_vector_red")->needs,
+                       "bwd_v2d_flash_mma_vector_red");
+  CHECK(check_backward_matrix("bwd_v2d_flash_mma_vector_red", 1550) ==
+        wide_shapes(day05::bwd_v2d_refusal));
 }
 
 TEST_CASE("bwd_v3_flash_wgmma matches the CPU at awkward sizes", "[gpu]") {
@@ -220,7 +254,7 @@ TEST_CASE("bwd_v3_flash_wgmma under the causal mask with more heads than a band"
   if (ran == 0) GPU100_SKIP("every shape is over GPU100_TEST_MAX_N");
 }
 
-TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[gpu]") {
+TEST_CASE("bwd_v2_flash_mma, v2b, v2c and v2d refuse a D they have no tiling for", "[gpu]") {
   GPU100_REQUIRE_BUILD(day05::find_backward_variant("bwd_v2_flash_mma")->needs, "bwd_v2_flash_mma");
   const auto sh = shape(1, 2, 77, 40, false);
   const size_t n = static_cast<size_t>(sh.elements());
@@ -237,6 +271,15 @@ TEST_CASE("bwd_v2_flash_mma and bwd_v2b refuse a D they have no tiling for", "[g
   CHECK_THROWS_AS(
       day05::attention_bwd_v2b_flash_mma_dq_pass(sh, bt, ws.data(), ws.bytes(), nullptr),
       std::invalid_argument);
+  CHECK_THROWS_AS(
+      day05::attention_bwd_v2c_flash_mma_128_keys(sh, bt, ws.data(), ws.bytes(), nullptr),
+      std::invalid_argument);
+  CHECK(day05::bwd_v2c_refusal(sh).find("D must be 64 or 128") != std::string::npos);
+  if (gpu100::build_has(day05::find_backward_variant("bwd_v2d_flash_mma_vector_red")->needs)) {
+    CHECK_THROWS_AS(
+        day05::attention_bwd_v2d_flash_mma_vector_red(sh, bt, ws.data(), ws.bytes(), nullptr),
+        std::invalid_argument);
+  }
 }
 
 TEST_CASE("bwd_v3_flash_wgmma refuses a D it has no tiling for", "[gpu]") {

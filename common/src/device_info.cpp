@@ -32,6 +32,20 @@ bool gpu_available() {
   return err == cudaSuccess && count > 0;
 }
 
+size_t smem_per_block_optin() {
+  // Only a failure of these calls is cleared, so an earlier launch's error is still there for the
+  // caller's own check (gpu_available() clears whatever is pending).
+  int count = 0, device = 0, bytes = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 ||
+      cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<size_t>(bytes);
+}
+
 DeviceSummary query_device() {
   if (!gpu_available()) {
     throw NoGpuError("no CUDA-capable GPU found (this binary needs an NVIDIA GPU and driver)");

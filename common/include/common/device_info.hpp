@@ -34,4 +34,9 @@ DeviceSummary query_device();
 // Bytes of device memory free right now (cudaMemGetInfo).
 size_t free_device_memory();
 
+// The most shared memory one block may ask for on the current device (99 KB on sm_86 and sm_89,
+// 163 KB on sm_80, 227 KB on sm_90); 0 when no GPU can be used. Never throws: a variant's refusal
+// calls it to say, before any launch, that a tiling does not fit this GPU.
+size_t smem_per_block_optin();
+
 }  // namespace gpu100
