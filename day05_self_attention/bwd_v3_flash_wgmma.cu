@@ -51,11 +51,14 @@
 //    ms, causal 1.33 to 1.29 ms; the training step (S 2048 D 128, causal) 1.134 to 1.106-1.107 ms.
 //    At D = 64 (one round) the mask test alone: 777 to 770 us, causal 444 to 440; reading lse
 //    early there: 784 us, so D = 64 keeps it after the products.
-//  - the swizzled stores of dS^T and dQ XOR their 16-byte chunk with g, not with r % 8 (the same
-//    number: each row r is g plus a multiple of 8): at D = 128 ptxas had kept those values in
+//  - at D = 128 the swizzled stores of dS^T and dQ XOR their 16-byte chunk with g, not with r % 8
+//    (the same number: each row r is g plus a multiple of 8): ptxas had kept those values in
 //    local memory (16 bytes of spill stores, 24 of loads) and reloaded two of them every tile (2
-//    LDL in the tile loop's SASS); now no spill at either head size, and 1861 SASS instructions
-//    instead of 1909 at D = 128 (1791 instead of 1847 at D = 64). Compiled; not yet timed on a GPU.
+//    LDL in the tile loop's SASS); now no spill, and 1861 SASS instructions instead of 1909.
+//    Nsight Compute kernel time on an H200, two rounds alternating with the tree before: S 4096
+//    D 128 B 4 2.38 to 2.35 ms, causal 1.28 to 1.26 ms. At D = 64 (no spill either way; 1847 to
+//    1791 instructions) the same form measured slower, 766-768 to 773-776 us, so D = 64 keeps
+//    r % 8 (kSwizzleByG).
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
@@ -179,6 +182,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                   int s, int s_pad, bool causal, float scale, int num_key_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBK = C::kBK, kStages = C::kStages, kBoxes = C::kBoxes;
+  // The swizzled stores of dS^T and dQ XOR a row's 16-byte chunk with r % 8, which is g for every
+  // thread. At D = 128 it is written as g (ptxas had spilled r % 8 there: 2.38 -> 2.35 ms); D = 64
+  // keeps r % 8, which measured faster there (766-768 against 773-776 us).
+  constexpr bool kSwizzleByG = kBoxes == 2;
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: every box must start on a 1024-byte boundary.
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -334,8 +341,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 64 * wg + 16 * wl + g + 8 * h;  // key row of dS^T within the block's 128
-        // r % 8 is g, written as g: a register the tile loop keeps anyway (ptxas spilled r % 8).
-        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ g) * 16) + 4 * t4) =
+        const int sw = kSwizzleByG ? g : r % 8;       // the same number
+        *reinterpret_cast<uint32_t*>(ds + r * 128 + ((j ^ sw) * 16) + 4 * t4) =
             da[j / 2][h + 2 * (j % 2)];
       }
     }
@@ -475,11 +482,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * wl + g + 8 * h;
+        const int sw = kSwizzleByG ? g : r % 8;  // the same number
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const int chunk = 2 * (j % 4) + t4 / 2;  // 16-byte chunk of the 32-column box j / 4
-          *reinterpret_cast<float2*>(buf + (j / 4) * C::kDqBox + r * 128 + ((chunk ^ g) * 16) +
-                                     (t4 % 2) * 8) =  // r % 8 is g
+          *reinterpret_cast<float2*>(buf + (j / 4) * C::kDqBox + r * 128 + ((chunk ^ sw) * 16) +
+                                     (t4 % 2) * 8) =
               make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
         }
       }
