@@ -40,12 +40,12 @@ const std::vector<AttentionBackwardVariant>& attention_backward_variants() {
        "bwd_v2_flash_mma with 128 keys per block (8 warps of 16 keys): each query tile serves "
        "twice the keys, so half the dQ atomics and half the Q / dO loads per key",
        P::kBf16, nullptr, attention_bwd_v2c_flash_mma_128_keys, bwd_v2_workspace_bytes,
-       bwd_v2c_refusal, false, gpu100::ArchNeed::kSm80, "untimed"},
+       bwd_v2c_refusal, false, gpu100::ArchNeed::kSm80, "not_in_step"},
       {"bwd_v2d_flash_mma_vector_red",
        "bwd_v2c with dQ's partials added by 8-byte vector reductions (sm_90): whole 32-byte L2 "
        "sectors, half the reduction instructions",
        P::kBf16, nullptr, attention_bwd_v2d_flash_mma_vector_red, bwd_v2_workspace_bytes,
-       bwd_v2d_refusal, false, gpu100::ArchNeed::kSm90, "untimed"},
+       bwd_v2d_refusal, false, gpu100::ArchNeed::kSm90},
       {"bwd_v3_flash_wgmma",
        "FlashAttention-3's backward on Hopper: wgmma from shared memory (P^T and dS^T from "
        "registers), a TMA producer warpgroup feeding Q and dO through an mbarrier ring, 128 keys "
@@ -136,7 +136,7 @@ TrainingStep own_training_step(const AttentionShape& s) {
   step.forward = find_variant(best_flash_bf16());
   for (const auto& v : attention_backward_variants()) {
     if (v.is_library || v.precision != Precision::kBf16 || gpu100::has_tag(v.tags, "mine") ||
-        gpu100::has_tag(v.tags, "untimed")) {
+        gpu100::has_tag(v.tags, "not_in_step")) {
       continue;
     }
     if (gpu100::build_has(v.needs) && v.refusal(s).empty()) step.backward = &v;  // the last wins

@@ -192,8 +192,9 @@ struct TrainingStep {
 // The build's own step at shape s: the fastest bf16 flash forward it runs (best_flash_bf16()) and
 // the backward ladder's last rung that it runs and that takes s (the registry's non-library bf16
 // rows are in lesson order, and the last that runs is the fastest the README measured for each
-// build: bwd v3 where there is sm_90a code, else bwd v2b). A rung tagged "untimed" (in the
-// registry, not yet measured on a GPU) is passed over. `backward` is null when no rung takes s.
+// build: bwd v3 where there is sm_90a code, else bwd v2d with sm_90 code, else bwd v2b). A rung
+// tagged "not_in_step" (bwd v2c: no faster than v2b, slower at D = 64) is passed over. `backward`
+// is null when no rung takes s.
 TrainingStep own_training_step(const AttentionShape& s);
 // The library's step: the bf16 library rows of the forward's and the backward's registries
 // (cuDNN's fused attention forward, then its backward fed its own O and stats).

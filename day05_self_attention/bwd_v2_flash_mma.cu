@@ -24,12 +24,15 @@
 // dQ's partials are summed over 128 keys before they leave the block: half the atomics (S / 128
 // per element of dQ), and half the Q / dO traffic from L2 per key. What it costs: 120.5 KB of
 // shared memory per block at D = 128 (K, V, Q, dO and dS^T), more than sm_86 / sm_89 allow, so it
-// refuses D = 128 there; one block of 8 warps per SM, as v2's two blocks of 4.
+// refuses D = 128 there; one block of 8 warps per SM, as v2's two blocks of 4. Measured on an H200
+// (Nsight Compute, main kernel, B 8 H 16 S 4096 D 128): 18.66 to 12.79 ms, L2 sectors of reductions
+// 1.61 G to 0.81 G.
 // bwd_v2d_flash_mma_vector_red (this file): bwd v2c with dQ's partials added by 8-byte vector
 // reductions (red.global.add.v2.f32, sm_90). A scalar atomic of one warp touches 8 rows x 32
 // bytes, each 32-byte L2 sector holding 4 of the warp's floats at a stride of 8 bytes, and the
 // next column's atomic touches the same 8 sectors again; one vector reduction fills each sector
-// with 8 floats: half the reduction instructions and half the sector operations in L2.
+// with 8 floats: half the reduction instructions and half the sector operations in L2. Measured
+// the same way: 12.79 to 10.81 ms, 0.81 G to 0.40 G sectors; the whole call 1.20x v2b at D = 128.
 #include <cuda_bf16.h>
 #include <fmt/format.h>
 
