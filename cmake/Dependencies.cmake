@@ -51,12 +51,14 @@ endif()
 # The cuDNN frontend (header-only C++ over cuDNN's graph API) is optional too: day05's cuDNN
 # fused-attention row uses it. scripts/setup.sh unpacks the headers of pip's nvidia-cudnn-frontend
 # into .whl/cudnn_frontend/include where the network allows; -DCUDNN_FRONTEND_ROOT=/path finds
-# another.
+# another. -DGPU100_CUDNN_FRONTEND=OFF builds without it even where it is found, as a machine
+# without network would (scripts/setup.sh --no-cudnn-frontend passes it).
+option(GPU100_CUDNN_FRONTEND "Use the cuDNN frontend's headers where they are found" ON)
 find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
           HINTS ${CUDNN_FRONTEND_ROOT} $ENV{CUDNN_FRONTEND_ROOT}
                 ${PROJECT_SOURCE_DIR}/.whl/cudnn_frontend
           PATH_SUFFIXES include NO_DEFAULT_PATH)
-if(GPU100_HAVE_CUDNN AND CUDNN_FRONTEND_INCLUDE_DIR)
+if(GPU100_CUDNN_FRONTEND AND GPU100_HAVE_CUDNN AND CUDNN_FRONTEND_INCLUDE_DIR)
   set(GPU100_HAVE_CUDNN_FRONTEND ON)
   add_library(gpu100_cudnn_frontend INTERFACE)
   add_library(gpu100::cudnn_frontend ALIAS gpu100_cudnn_frontend)
@@ -64,6 +66,10 @@ if(GPU100_HAVE_CUDNN AND CUDNN_FRONTEND_INCLUDE_DIR)
   target_link_libraries(gpu100_cudnn_frontend INTERFACE gpu100::cudnn CUDA::nvrtc)
   target_compile_definitions(gpu100_cudnn_frontend INTERFACE GPU100_HAVE_CUDNN_FRONTEND=1)
   message(STATUS "gpu100: cuDNN frontend found: ${CUDNN_FRONTEND_INCLUDE_DIR}")
+elseif(NOT GPU100_CUDNN_FRONTEND)
+  set(GPU100_HAVE_CUDNN_FRONTEND OFF)
+  message(STATUS "gpu100: cuDNN frontend left out (GPU100_CUDNN_FRONTEND=OFF): "
+                 "day05's cudnn_sdpa row will be skipped")
 else()
   set(GPU100_HAVE_CUDNN_FRONTEND OFF)
   message(STATUS "gpu100: cuDNN frontend not found (optional; scripts/setup.sh fetches it): "

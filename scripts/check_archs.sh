@@ -8,17 +8,21 @@
 #   scripts/check_archs.sh --cuda-only 89  # compile only the CUDA sources (.cu), no links: the host
 #                                          # C++ does not depend on the architecture, and a full
 #                                          # build of another one (the CI's 75) compiles it all
+#   scripts/check_archs.sh --no-cudnn-frontend 75  # build as a machine without the cuDNN
+#                                          # frontend's headers would (-DGPU100_CUDNN_FRONTEND=OFF)
 # Needs what scripts/setup.sh installs (CMake, ninja, Catch2, fmt) and the CUDA Toolkit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cpu_tests=0
 cuda_only=0
+frontend=ON
 archs=()
 for a in "$@"; do
   case "$a" in
     --cpu-tests) cpu_tests=1 ;;
     --cuda-only) cuda_only=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --no-cudnn-frontend) frontend=OFF ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) archs+=("$a") ;;
   esac
 done
@@ -30,7 +34,7 @@ for arch in "${archs[@]}"; do
   printf 'check_archs: CMAKE_CUDA_ARCHITECTURES=%s into %s/\n' "$arch" "$dir"
   mkdir -p "$dir"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DGPU100_WERROR=ON > "$dir/configure.log" 2>&1 ||
+    -DGPU100_WERROR=ON -DGPU100_CUDNN_FRONTEND="$frontend" > "$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; exit 1; }
   if [ "$cuda_only" -eq 1 ]; then
     # Every object compiled from a .cu file, for this architecture, with its warnings as errors.

@@ -149,6 +149,8 @@ done
 # The version the results were measured with; a wheel already in .whl/ is used whatever its version.
 frontend_version=1.32.0
 skip_line="day05's cudnn_sdpa row (cuDNN's fused attention) will be skipped"
+# The choice reaches CMake too, so that headers unpacked by an earlier run are left out as well.
+extra=("-DGPU100_CUDNN_FRONTEND=$([ "$frontend" -eq 1 ] && echo ON || echo OFF)" "${extra[@]}")
 if [ "$frontend" -eq 0 ]; then
   say "--no-cudnn-frontend: $skip_line"
 elif [ "$frontend_given" -eq 1 ] || [ -e .whl/cudnn_frontend/include/cudnn_frontend.h ]; then
