@@ -739,7 +739,6 @@ TEST_CASE("resnet: a batch over the device memory is refused with its bytes, bef
   GPU100_REQUIRE_GPU();
   const NetWeights wts = random_net_weights(Model::kMcResNet18, 5);
   Net net(wts, gpu100::Precision::kFp32, Trunks::kSequential);
-  const size_t before = gpu100::free_device_memory();
   try {
     net.plan(30000, 416, 544);
     FAIL("no refusal");
@@ -747,8 +746,9 @@ TEST_CASE("resnet: a batch over the device memory is refused with its bytes, bef
     INFO(e.what());
     CHECK(std::string(e.what()).find("bytes") != std::string::npos);
   }
+  // The refusal comes before the plan's only allocation, its arena. The GPU's free memory is not
+  // compared before and after: other processes (ctest workers sharing the GPU) allocate meanwhile.
   CHECK(net.arena_bytes() == 0);
-  CHECK(gpu100::free_device_memory() + (size_t(64) << 20) >= before);
   CHECK_THROWS_AS(net.plan(0, 416, 544), gpu100::UsageError);
   CHECK_THROWS_AS(net.plan(1, 0, 544), gpu100::UsageError);
 }
