@@ -27,10 +27,10 @@
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
 //    at S 4096 D 128 in one A/B run (README).
 //  - at D = 64 each row's sum of exponentials is kept as four interleaved partial sums, added
-//    at the end, instead of one chain of 32 dependent FADDs: S 2048 D 64 0.291 -> 0.287 ms, causal
-//    0.1927 -> 0.1934 (H200, three alternating rounds each). Measured and not kept: the same
-//    split at D = 128 (+4.3%), and the row max split (D = 64 within 0.4%, D = 128 +3.6%). The
-//    instructions are the same but for the adds that combine the four; why the new order helps
+//    at the end, instead of one chain of 32 dependent FADDs: S 2048 D 64 0.291 -> 0.287 ms (causal
+//    0.4% slower, 0.1927 -> 0.1934; H200, three alternating rounds each). Measured and not kept:
+//    the same split at D = 128 (+4.3%), and the row max split (D = 64 within 0.4%, D = 128 +3.6%).
+//    The instructions are the same but for the adds that combine the four; why the new order helps
 //    is a guess (ptxas schedules the kernel differently around them);
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
