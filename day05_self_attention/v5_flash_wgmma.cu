@@ -26,12 +26,16 @@
 //    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
 //    at S 4096 D 128 in one A/B run (README).
-//  - at D = 64 each row's sum of exponentials is kept as four interleaved partial sums, added
-//    at the end, instead of one chain of 32 dependent FADDs: S 2048 D 64 0.291 -> 0.287 ms (causal
-//    0.4% slower, 0.1927 -> 0.1934; H200, three alternating rounds each). Measured and not kept:
-//    the same split at D = 128 (+4.3%), and the row max split (D = 64 within 0.4%, D = 128 +3.6%).
-//    The instructions are the same but for the adds that combine the four; why the new order helps
-//    is a guess (ptxas schedules the kernel differently around them);
+//  - the persistent items' order (the kernel's item_at) is computed directly, not through
+//    causal_order.hpp's band_major_item with one band of all heads: the order is the same, but
+//    with it ptxas laid the D = 64 kernel out differently and it ran up to 3% slower. Measured and
+//    not kept: each row's sum of exponentials as four interleaved partial sums (the chain of 32
+//    dependent FADDs split in four), and the row max split so. A/B in one call on an H200, three
+//    alternating rounds, S 2048 D 64 / causal, median ms: band order with the four sums 0.2878 /
+//    0.1938, direct order with them 0.2883 / 0.1920, direct order without them (kept) 0.2862 /
+//    0.1884. At D = 128 the sums split was 4.3% slower and the max split 3.6%. A change that leaves
+//    the instructions nearly as they were can still move this kernel by percents: time each one
+//    against the build before it, in the same call;
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
 //    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
@@ -233,10 +237,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   auto item_at = [&](int i) {
     Item it;
     const int heads = num_items / num_q_blocks;
-    const int item_band = !causal ? 0 : C::kPersistent ? heads : kCausalBand;
-    const BandItem b = band_major_item(i, heads, num_q_blocks, item_band);
-    it.bh = b.head;
-    it.q0 = (num_q_blocks - 1 - b.index) * C::kBQ;
+    int index;  // which query tile of head it.bh, 0 the last (longest)
+    if constexpr (C::kPersistent) {
+      // band_major_item with one band of all heads gives the same order, but the D = 64 kernel
+      // was 1-3% slower with it (the header): ptxas laid the whole kernel out differently.
+      it.bh = causal ? i % heads : i / num_q_blocks;
+      index = causal ? i / heads : i % num_q_blocks;
+    } else {
+      const BandItem b = band_major_item(i, heads, num_q_blocks, causal ? kCausalBand : 0);
+      it.bh = b.head;
+      index = b.index;
+    }
+    it.q0 = (num_q_blocks - 1 - index) * C::kBQ;
     it.num_tiles = gpu100::ceil_div(causal ? min(s, it.q0 + C::kBQ) : s, kBKV);
     return it;
   };
@@ -363,7 +375,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // or the warp's causal diagonal run the mask code (kMask); the others run a copy without it.
     auto softmax_body = [&](int t, float(&alpha)[2], auto mask_tag) {
       constexpr bool kMask = decltype(mask_tag)::value;
-      constexpr int kSumChains = kD == 64 ? 4 : 1;
       const int kv0 = t * kBKV;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -387,22 +398,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
         alpha[h] = fast_exp2(m_run[h] * scale_log2 - m_scaled);  // 0 at first
         m_run[h] = m_new;
-        float sum[kSumChains];  // kSumChains partial sums, added at the end (see the header)
-#pragma unroll
-        for (int c = 0; c < kSumChains; ++c) sum[c] = 0.f;
+        float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kBKV / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             float& x = sacc[4 * j + 2 * h + e];
             x = fast_exp2(fmaf(x, scale_log2, -m_scaled));  // masked: exp2(-inf) = 0
-            sum[(2 * j + e) % kSumChains] += x;
+            sum += x;
           }
-#pragma unroll
-        for (int w = kSumChains / 2; w > 0; w /= 2)
-#pragma unroll
-          for (int c = 0; c < w; ++c) sum[c] += sum[c + w];
-        l_run[h] = l_run[h] * alpha[h] + sum[0];
+        l_run[h] = l_run[h] * alpha[h] + sum;
       }
     };
     // Tiles t < mask_from lie wholly inside S and, if causal, at or left of the warp's diagonal
