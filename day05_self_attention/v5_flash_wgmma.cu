@@ -28,14 +28,14 @@
 //    at S 4096 D 128 in one A/B run (README).
 //  - the persistent items' order (the kernel's item_at) is computed directly, not through
 //    causal_order.hpp's band_major_item with one band of all heads: the order is the same, but
-//    with it ptxas laid the D = 64 kernel out differently and it ran up to 3% slower. Measured and
-//    not kept: each row's sum of exponentials as four interleaved partial sums (the chain of 32
-//    dependent FADDs split in four), and the row max split so. A/B in one call on an H200, three
-//    alternating rounds, S 2048 D 64 / causal, median ms: band order with the four sums 0.2878 /
-//    0.1938, direct order with them 0.2883 / 0.1920, direct order without them (kept) 0.2862 /
-//    0.1884. At D = 128 the sums split was 4.3% slower and the max split 3.6%. A change that leaves
-//    the instructions nearly as they were can still move this kernel by percents: time each one
-//    against the build before it, in the same call;
+//    with it ptxas laid the D = 64 kernel out differently and it ran up to 2% slower (causal).
+//    Measured and not kept: each row's sum of exponentials as four interleaved partial sums (the
+//    chain of 32 dependent FADDs split in four), and the row max split so. A/B in one call on an
+//    H200, three alternating rounds, S 2048 D 64 / causal, median ms: band order with the four sums
+//    0.2878 / 0.1938, direct order with them 0.2883 / 0.1920, direct order without them (kept)
+//    0.2862 / 0.1884. At D = 128 the sums split was 4.3% slower and the max split 3.6%. A change
+//    that leaves the instructions nearly as they were can still move this kernel by percents: time
+//    each one against the build before it, in the same call;
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
 //    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     int index;  // which query tile of head it.bh, 0 the last (longest)
     if constexpr (C::kPersistent) {
       // band_major_item with one band of all heads gives the same order, but the D = 64 kernel
-      // was 1-3% slower with it (the header): ptxas laid the whole kernel out differently.
+      // was up to 2% slower with it (causal; the header): ptxas laid the kernel out differently.
       it.bh = causal ? i % heads : i / num_q_blocks;
       index = causal ? i / heads : i % num_q_blocks;
     } else {
