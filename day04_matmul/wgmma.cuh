@@ -337,6 +337,17 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t 
                : GPU100_WGMMA_D128_OPS(d)
                : "l"(desc_a), "l"(desc_b), "n"(kTransB));
 }
+// d (64 x 256) = A (64 x 16, K-major) * B (16 x 256, K-major) + (accumulate ? d : 0): the form
+// above with the scale-d predicate (day05's v5 at D = 64 with 256-key tiles).
+__device__ __forceinline__ void wgmma_m64n256k16_bf16_ss(float (&d)[128], uint64_t desc_a,
+                                                         uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " GPU100_WGMMA_D128_REGS
+      ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : GPU100_WGMMA_D128_OPS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
 // d (64 x 256 fp32) += A (64 x 8, K-major) * B (8 x 256, K-major); TF32 allows no transpose.
 __device__ __forceinline__ void wgmma_m64n256k8_tf32(float (&d)[128], uint64_t desc_a,
                                                      uint64_t desc_b) {

@@ -36,6 +36,13 @@
 //    0.2862 / 0.1884. At D = 128 the sums split was 4.3% slower and the max split 3.6%. A change
 //    that leaves the instructions nearly as they were can still move this kernel by percents: time
 //    each one against the build before it, in the same call;
+//  - the wgmma descriptors are built once (make_desc) and moved by a 32-bit add for each k-step
+//    and stage (desc_at), not built afresh for every wgmma: that took 5 uniform instructions per
+//    wgmma, issued by the same warps as the softmax (Nsight Compute: 1.35 uniform instructions per
+//    score, now 0.97; 131.8 M instructions per launch, now 126.2 M). A/B in one call on an H200,
+//    three alternating rounds, median ms: S 2048 D 64 0.2859 -> 0.2816, causal 0.1874 -> 0.1864;
+//    B 1 H 8 S 16384 1.1004 -> 1.0751; S 1024 0.0884 -> 0.0874; S 4096 D 128 unchanged (1.592),
+//    causal 0.8830 -> 0.8885 (0.6% slower: the same instructions fewer, laid out otherwise);
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
 //    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
@@ -82,9 +89,9 @@ using flash::pack_bf16;
 
 // One instantiation's tiling. kD: head dimension (64 or 128); kStages: K/V tiles in the TMA ring;
 // kWGs consumer warpgroups of 64 query rows (2 or 3: 128 or 192 queries per block); kBKV keys per
-// K/V tile (128 or 192 at D = 64; the N of the S = Q K^T wgmma); kPingPong: the warpgroups take
-// turns at the tensor cores, a ring of named barriers; kOverlap: S of tile t is issued with P V
-// of tile t - 1 (FlashAttention-3's intra-warpgroup overlap; off: S, softmax, P V in turn, which
+// K/V tile (128, or 192 or 256 at D = 64; the N of the S = Q K^T wgmma); kPingPong: the warpgroups
+// take turns at the tensor cores, a ring of named barriers; kOverlap: S of tile t is issued with P
+// V of tile t - 1 (FlashAttention-3's intra-warpgroup overlap; off: S, softmax, P V in turn, which
 // frees the registers of one tile's P). A tile of kD columns is kD / 64 TMA boxes of 64 columns
 // (128 bytes: one swizzle span) side by side, each box `rows` x 128 bytes.
 template <int kD_, int kStages_, int kWGs_, int kBKV_, bool kPingPong_, bool kOverlap_ = true,
@@ -131,7 +138,8 @@ struct V5Config {
   static_assert(kD == 64 || kD == 128, "instantiated for D = 64 and 128");
   static_assert(!kPSmem || kD == 64, "P through shared memory: written for D = 64 only");
   static_assert(kWGs == 2 || kWGs == 3, "2 or 3 consumer warpgroups");
-  static_assert(kBKV == 128 || (kBKV == 192 && kD == 64), "128-key tiles, or 192 at D = 64");
+  static_assert(kBKV == 128 || ((kBKV == 192 || kBKV == 256) && kD == 64),
+                "128-key tiles, or 192 or 256 at D = 64");
   static_assert(kBQ <= 256 && kBKV <= 256, "a TMA box has at most 256 rows");
   static_assert(kSmemBytes <= 227 * 1024, "over the 227 KB of shared memory a block may use");
 };
@@ -175,7 +183,17 @@ using ConfigD128 = V5Config<128, 3, 2, 128, false>;
 //      FlashAttention-3 runs at D = 64 non-causal (R157)
 //   11: 10, persistent (R157)
 //   12: 8 with 5 K/V stages
-// Not in the table: 3 warpgroups x 192 keys with P in registers, without the overlap (S 96 + O 32
+//   13: 2 warpgroups x 256 keys (cuDNN's tile at D = 64), 3 stages, turns, no overlap,
+//       persistent (S 128 + P 64 + O 32 registers; 224 KB of shared memory)
+//   14: 13 without the turns
+//   Against 12 on an H200, median ms of three alternating rounds in one call, before / after
+//   the descriptor change above: S 2048 D 64 13 0.3085 / -, 14 0.2986 / 0.3044, 12 0.2850 /
+//   0.2816; causal 13 0.2041 / -, 14 0.2004 / 0.2036, 12 0.1862 / 0.1864; S 1024 14 0.0856 /
+//   0.0893, 12 0.0886 / 0.0874; B 1 H 8 S 16384 14 1.0790 / 1.0733, 12 1.1013 / 1.0751.
+//   Without the overlap a warpgroup's softmax waits for its own S.
+// Not in the table: 13 with the overlap (S of tile t, P of t - 1 and O live together: 224
+// registers of data) spilled 144 bytes and serialised its wgmma (ptxas warning C7512); 3
+// warpgroups x 192 keys with P in registers, without the overlap (S 96 + O 32
 // registers, then P 48): ptxas spilled 288 bytes at 160 registers, with or without the turns (in
 // the SASS, the exponentials went to other registers than the scores they replace).
 using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,                     // 0
@@ -190,7 +208,9 @@ using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,                    
                               V5Config<64, 4, 2, 192, true, true, true>,         // 9
                               V5Config<64, 2, 3, 192, true, true, false, true>,  // 10
                               V5Config<64, 2, 3, 192, true, true, true, true>,   // 11
-                              V5Config<64, 5, 3, 128, true, true, true>>;        // 12
+                              V5Config<64, 5, 3, 128, true, true, true>,         // 12
+                              V5Config<64, 3, 2, 256, true, false, true>,        // 13
+                              V5Config<64, 3, 2, 256, false, false, true>>;      // 14
 #ifndef GPU100_V5_D64_CONFIG
 #define GPU100_V5_D64_CONFIG 12
 #endif
@@ -309,7 +329,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // and may keep them (and the barrier IDs and row bases made from them) in uniform registers.
   const int wg = __shfl_sync(0xffffffffu, warp / 4, 0), wl = __shfl_sync(0xffffffffu, warp % 4, 0);
   const int g = lane / 4, t4 = lane % 4;
-  int n0 = 0;  // K/V tiles consumed so far, over all items
+  int n0 = 0;                                       // K/V tiles consumed so far, over all items
+  const uint64_t desc_k = make_desc(sk, 16, 1024);  // K K-major (S's B)
+  const uint64_t desc_v = make_desc(sv, C::kKVBox, 1024);              // V read N-major (O's B)
+  const uint64_t desc_p = make_desc(sp0 + wg * C::kPBytes, 16, 1024);  // kPSmem: P as O's A
   for (int item_idx = blockIdx.x, nth = 0; item_idx < items_end; item_idx += items_step, ++nth) {
     const Item item = item_at(item_idx);
     const int bh = item.bh, q0 = item.q0, num_tiles = item.num_tiles, qb = nth % C::kQBuffers;
@@ -336,17 +359,23 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // contiguous). A k-step of 16 d is 32 bytes further inside each 128-byte row, the next box
     // after 4 steps; the warpgroup's Q rows start 64 rows = 8 KB into each Q box; SBO = 1024 B per
     // 8 rows.
+    // The descriptors are built once (make_desc: the item's Q rows, stage 0 of K and V, P) and
+    // moved with one 32-bit add each (day04's desc_at), as bwd v3 does: built afresh for every
+    // wgmma they cost 5 uniform instructions each, which issue from the same warps as the softmax.
+    const uint64_t desc_q = make_desc(sq + wg * 64 * 128, 16, 1024);
     auto issue_qk = [&](int st) {
-      const uint8_t* skt = sk + st * C::kKVBytes;
+      const uint32_t stage_off = st * (C::kKVBytes >> 4);
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint64_t dq =
-            make_desc(sq + (kk / 4) * C::kQBox + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t dk = make_desc(skt + (kk / 4) * C::kKVBox + (kk % 4) * 32, 16, 1024);
+        const uint32_t off = (kk % 4) * 32;
+        const uint64_t dq = desc_at(desc_q, ((kk / 4) * C::kQBox + off) >> 4);
+        const uint64_t dk = desc_at(desc_k, stage_off + (((kk / 4) * C::kKVBox + off) >> 4));
         if constexpr (kBKV == 128) {
           wgmma_m64n128k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
-        } else {
+        } else if constexpr (kBKV == 192) {
           wgmma_m64n192k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
+        } else {
+          wgmma_m64n256k16_bf16_ss(sacc, dq, dk, kk > 0 ? 1 : 0);
         }
       }
       commit();
@@ -355,12 +384,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // out as Q), B = V as stored, [key][d], i.e. N-major (a transposed read): a k-step of 16 keys
     // is 16 rows = 2048 B further, LBO = one box (the next 64 columns of d).
     auto issue_pv = [&](int st) {
-      const uint8_t* svt = sv + st * C::kKVBytes;
+      const uint32_t stage_off = st * (C::kKVBytes >> 4);
 #pragma unroll
       for (int kk = 0; kk < kBKV / 16; ++kk) {
-        const uint64_t dv = make_desc(svt + kk * 2048, C::kKVBox, 1024);
+        const uint64_t dv = desc_at(desc_v, stage_off + kk * (2048 >> 4));
         if constexpr (C::kPSmem) {  // P as K-major A: 16 keys = 32 bytes, the next box after 4
-          const uint64_t dp = make_desc(sp + (kk / 4) * 8192 + (kk % 4) * 32, 16, 1024);
+          const uint64_t dp = desc_at(desc_p, ((kk / 4) * 8192 + (kk % 4) * 32) >> 4);
           wgmma_m64n64k16_bf16_ss_major<0, 1>(oacc, dp, dv, 1);
         } else if constexpr (kD == 128) {
           wgmma_m64n128k16_bf16_rs(oacc, pa[kk], dv);
