@@ -21,7 +21,8 @@
 //    D = 64 the tiling is chosen at compile time from a table of candidates (3 warpgroups, 192
 //    queries; 192-key tiles; turns in a ring or none; the overlap on or off; one block per
 //    item or one per SM walking the items): D64Configs below. The default there, 3 warpgroups
-//    with turns, persistent, 5 stages, took S 2048 D 64 from 0.74x to 0.99x cuDNN (H200).
+//    with turns, persistent, 5 stages, took S 2048 D 64 from 0.74x to 0.98x cuDNN (H200; 1.00x
+//    with the descriptors built once, below).
 //  - as in v4, only the tiles that cross S or the warp's causal diagonal run the mask code; the
 //    others run a copy of the softmax without it. The softmax is what the tensor cores wait for,
 //    and the mask's per-score compares and selects had been in every tile: 569 -> 678 TFLOP/s
@@ -36,13 +37,14 @@
 //    0.2862 / 0.1884. At D = 128 the sums split was 4.3% slower and the max split 3.6%. A change
 //    that leaves the instructions nearly as they were can still move this kernel by percents: time
 //    each one against the build before it, in the same call;
-//  - the wgmma descriptors are built once (make_desc) and moved by a 32-bit add for each k-step
-//    and stage (desc_at), not built afresh for every wgmma: that took 5 uniform instructions per
-//    wgmma, issued by the same warps as the softmax (Nsight Compute: 1.35 uniform instructions per
-//    score, now 0.97; 131.8 M instructions per launch, now 126.2 M). A/B in one call on an H200,
-//    three alternating rounds, median ms: S 2048 D 64 0.2859 -> 0.2816, causal 0.1874 -> 0.1864;
-//    B 1 H 8 S 16384 1.1004 -> 1.0751; S 1024 0.0884 -> 0.0874; S 4096 D 128 unchanged (1.592),
-//    causal 0.8830 -> 0.8885 (0.6% slower: the same instructions fewer, laid out otherwise);
+//  - the wgmma descriptors are built once (make_desc) and moved by a 32-bit add for each k-step and
+//    stage (desc_at), not built afresh for every wgmma: that took 5 uniform instructions per wgmma,
+//    issued by the same warps as the softmax (Nsight Compute at S 2048 D 64: 1.49 uniform
+//    instructions per score, now 1.15; 131.8 M instructions per launch, now 126.2 M; cuDNN's kernel
+//    120.4 M). A/B in one call on an H200, three alternating rounds, median ms: S 2048 D 64 0.2859
+//    -> 0.2816, causal 0.1874 -> 0.1864; B 1 H 8 S 16384 1.1004 -> 1.0751; S 1024 0.0884 -> 0.0874;
+//    S 4096 D 128 unchanged (1.592), causal 0.8830 -> 0.8885 (0.6% slower: fewer instructions,
+//    scheduled differently);
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
 //    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
