@@ -168,8 +168,8 @@ const std::vector<AttentionVariant>& attention_variants() {
            "FlashAttention-3 style on Hopper: wgmma m64n128k16 (S from shared memory, P V with P "
            "in "
            "registers), a TMA producer warp, a K/V ring handed over with mbarriers",
-           P::kBf16, nullptr, attention_v5_flash_wgmma, flash_workspace_bytes, v5_refusal, true,
-           false, gpu100::ArchNeed::kSm90a},
+           P::kBf16, nullptr, attention_v5_flash_wgmma, v5_workspace_bytes, v5_refusal, true, false,
+           gpu100::ArchNeed::kSm90a},
           {"cudnn_sdpa",
            "cuDNN's fused scaled-dot-product attention (the frontend's graph API; PyTorch's SDPA "
            "backend on Hopper): the bf16 rows' library",

@@ -87,6 +87,22 @@ void attention_v4_flash_bf16(const AttentionShape&, const __nv_bfloat16*, const 
 void attention_v5_flash_wgmma(const AttentionShape&, const __nv_bfloat16*, const __nv_bfloat16*,
                               const __nv_bfloat16*, __nv_bfloat16*, OLayout, void*, size_t,
                               cudaStream_t);
+// v5 at D = 64 without the mask runs one block per SM, each walking query tiles of `rows`
+// queries (items) in rounds. When the last round has items for at most half of the blocks, each
+// of its items is cut along the keys into `splits` parts (blocks / items of that round, at most
+// the item's key tiles) that every block shares, and a second small kernel adds the parts up (the
+// flash-decoding combine). Items from split_from on are split; split_from = items, splits = 1:
+// none. On 132 SMs, B 1 H 8 S 16384: 688 items, the last 28 in 4 parts each.
+struct V5TailSplit {
+  int64_t items = 0, split_from = 0;
+  int blocks = 0, splits = 1, rows = 0;
+};
+V5TailSplit v5_tail_split(const AttentionShape& s, int sms);
+// v5's workspace: the row log-sum-exp, then (D = 64, not causal) room for the split round's
+// parts, a row block of O in fp32 and its log-sum-exps each. Given only flash_workspace_bytes,
+// v5 runs without the split.
+size_t v5_workspace_bytes(const AttentionShape& s);
+
 // The fastest flash kernel this build runs on the current GPU: v5 where it has sm_90a code, else
 // v4 (sm_80 and newer; throws gpu100::ArchUnavailable below that). Returns the variant's name.
 const char* attention_flash_bf16(const AttentionShape&, const __nv_bfloat16* q,

@@ -31,6 +31,12 @@ using bf16 = __nv_bfloat16;
 std::string memory_note(const AttentionShape& s, const AttentionVariant& var) {
   const size_t bytes = var.workspace_bytes(s);
   const std::string ws = mib(double(bytes));
+  if (var.is_flash && var.workspace_bytes == v5_workspace_bytes &&
+      bytes > flash_workspace_bytes(s)) {
+    return "extra device memory " + ws +
+           " (the row log-sum-exp, 4 B H S bytes, and room for the last round's split query "
+           "tiles); no S x S matrix";
+  }
   if (var.is_flash) {
     return "extra device memory " + ws + " (the row log-sum-exp, 4 B H S bytes); no S x S matrix";
   }

@@ -164,6 +164,47 @@ TEST_CASE("FLOPs, workspaces and the S x S budget", "[cpu]") {
   CHECK(day05::v3_refusal(shape(1, 1, 10, 2)).empty());
 }
 
+TEST_CASE("v5 splits the last round of query tiles only where it would leave SMs idle", "[cpu]") {
+  // B 1 H 8 S 16384 on 132 SMs: 688 items of 192 queries, 5 full rounds and 28 left, cut in 4.
+  const day05::V5TailSplit big = day05::v5_tail_split(shape(1, 8, 16384, 64), 132);
+  CHECK(big.blocks == 132);
+  CHECK(big.items == 8 * ((16384 + big.rows - 1) / big.rows));
+  if (big.rows == 192) {
+    CHECK(big.split_from == 660);
+    CHECK(big.splits == 4);
+  }
+  // B 8 H 16 S 2048 (1408 items of 192: 88 left on 132 SMs, more than half) and every causal or
+  // D = 128 shape: nothing split.
+  if (big.rows == 192) CHECK(day05::v5_tail_split(shape(8, 16, 2048, 64), 132).splits == 1);
+  for (int sms : {1, 46, 78, 114, 132, 148, 256})
+    for (int s : {1, 129, 777, 2048, 16384})
+      for (int h : {1, 8, 29, 128})
+        for (int d : {64, 128})
+          for (bool causal : {false, true}) {
+            const auto sh = shape(1, h, s, d, causal);
+            const day05::V5TailSplit p = day05::v5_tail_split(sh, sms);
+            INFO(day05::shape_label(sh) << " on " << sms << " SMs");
+            REQUIRE(p.split_from <= p.items);
+            const int64_t left = p.items - p.split_from, parts = left * p.splits;
+            if (p.splits == 1) {
+              CHECK(left == 0);
+              continue;
+            }
+            CHECK((d == 64 && !causal));
+            CHECK(p.split_from % p.blocks == 0);    // whole rounds before the split one
+            CHECK(2 * left <= p.blocks);            // it would have left half the SMs idle
+            CHECK(parts <= p.blocks);               // one part per block at most
+            CHECK(p.splits <= (s + 127) / 128);     // every part has a key tile
+            CHECK(day05::v5_workspace_bytes(sh) >=  // and the workspace has room for them
+                  (day05::flash_workspace_bytes(sh) + 255) / 256 * 256 +
+                      size_t(parts) * p.rows * (d + 1) * 4);
+          }
+  CHECK(day05::v5_workspace_bytes(shape(8, 16, 4096, 128)) ==
+        day05::flash_workspace_bytes(shape(8, 16, 4096, 128)));
+  CHECK_THROWS_AS(day05::v5_tail_split(shape(1, 1, 10, 96), 132), std::invalid_argument);
+  CHECK_THROWS_AS(day05::v5_tail_split(shape(1, 1, 10, 64), 0), std::invalid_argument);
+}
+
 TEST_CASE("the registry lists the variants with v2 and cudnn_sdpa as the library rows", "[cpu]") {
   const auto& vs = day05::attention_variants();
   // Every build names v5, whether or not it holds its sm_90a code (then it is refused at launch).

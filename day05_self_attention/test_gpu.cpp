@@ -82,6 +82,57 @@ TEST_CASE("v5 with more query tiles than the GPU has SMs", "[gpu]") {
   }
 }
 
+TEST_CASE("v5 splits the last round's query tiles along the keys", "[gpu]") {
+  // D = 64, not causal, S = 1000: 8 key tiles per query tile, the last one ragged (1000 = 7 x 128
+  // + 104), and a last query tile of 40 rows (1000 = 5 x 192 + 40). The heads are chosen so that
+  // the last round of this GPU's persistent blocks holds at most half of them: its items are cut
+  // into parts of uneven length, added up by the combine kernel. Checked against the CPU, then
+  // token-major O against [B, H, S, D] O bit for bit.
+  const auto& var = *day05::find_variant("v5_flash_wgmma");
+  GPU100_REQUIRE_BUILD(var.needs, "v5_flash_wgmma");
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  day05::AttentionShape sh = shape(1, 1, 1000, 64, false);
+  day05::V5TailSplit plan;
+  for (int h = 1; h <= 4 * sms; ++h) {
+    sh.h = h;
+    plan = day05::v5_tail_split(sh, sms);
+    if (plan.splits > 1 && 8 % plan.splits != 0) break;
+  }
+  INFO(day05::shape_label(sh) << " on " << sms << " SMs: items from " << plan.split_from << " of "
+                              << plan.items << " in " << plan.splits << " parts");
+  REQUIRE(plan.splits > 1);
+  if (gpu100::test_sizes({sh.elements()}).empty())
+    GPU100_SKIP("the shape is over GPU100_TEST_MAX_N");
+  check_variant(var, sh, 680);
+
+  const size_t n = size_t(sh.elements());
+  gpu100::DeviceBuffer<bf16> q(n), k(n), v(n), o(n), o_tok(n);
+  q.upload(gpu100::convert_from_float<bf16>(gpu100::random_vector<float>(n, 690)));
+  k.upload(gpu100::convert_from_float<bf16>(gpu100::random_vector<float>(n, 691)));
+  v.upload(gpu100::convert_from_float<bf16>(gpu100::random_vector<float>(n, 692)));
+  gpu100::DeviceBuffer<char> ws(day05::v5_workspace_bytes(sh));
+  o.poison(), o_tok.poison();
+  for (auto [out, layout] : {std::pair{o.data(), day05::OLayout::kBHSD},
+                             std::pair{o_tok.data(), day05::OLayout::kBSHD}}) {
+    ws.poison();
+    day05::attention_v5_flash_wgmma(sh, q.data(), k.data(), v.data(), out, layout, ws.data(),
+                                    ws.bytes(), nullptr);
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> bhsd = gpu100::convert_to_float(o.download()),
+                           bshd = gpu100::convert_to_float(o_tok.download());
+  size_t bad = 0;
+  for (int h = 0; h < sh.h; ++h)
+    for (int i = 0; i < sh.s; ++i)
+      for (int e = 0; e < sh.d; ++e) {
+        if (!(bhsd[(size_t(h) * sh.s + i) * sh.d + e] == bshd[(size_t(i) * sh.h + h) * sh.d + e]))
+          ++bad;
+      }
+  REQUIRE(bad == 0);
+}
+
 TEST_CASE("v5_flash_wgmma under the causal mask with more heads than a band", "[gpu]") {
   // At D = 128, one block per query tile, causal, v5 starts its blocks in bands of kCausalBand (8)
   // heads, the longest tiles of a band first: 19 heads (and 2 x 10) are two whole bands and a

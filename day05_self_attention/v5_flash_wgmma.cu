@@ -45,6 +45,16 @@
 //    -> 0.2816, causal 0.1874 -> 0.1864; B 1 H 8 S 16384 1.1004 -> 1.0751; S 1024 0.0884 -> 0.0874;
 //    S 4096 D 128 unchanged (1.592), causal 0.8830 -> 0.8885 (0.6% slower: fewer instructions,
 //    scheduled differently);
+//  - the last round split along the keys (persistent, not causal): the blocks walk the items in
+//    rounds of one per SM, and at B 1 H 8 S 16384 the 688 items of 192 queries are 5 rounds and
+//    28 items, so the last round ran on 28 of 132 SMs. When the last round would leave more than
+//    half the SMs idle, its items are cut into parts of an equal share of the keys (here 4 parts
+//    of 32 key tiles, 112 parts for 132 blocks); each part writes its O / l in fp32 and its row
+//    log-sum-exp to the workspace, and a small second kernel adds the parts up, weighted by
+//    exp(lse_p - lse) (Flash-Decoding's combine, Dao et al. 2023). Predicted 1.075 x 5.25 / 6
+//    = 0.94 ms; A/B in one call on an H200, three rounds, median ms: 1.0665 -> 0.9516 (cuDNN
+//    0.9853). Launches without split items run the kernel built without the parts' code (kSplit):
+//    with it in every launch, S 2048 D 64 causal went from 0.1856 to 0.1874 ms;
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
 //    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
@@ -54,7 +64,8 @@
 // cap, and the 168 of an even split made it spill and serialise the wgmma); 224 KB of shared
 // memory at D = 128 (D = 64: 512 threads, 160 registers a consumer, 209 KB). O leaves through
 // shared memory and a TMA store. Not done here: FP8. Extra device memory: the row log-sum-exp, 4 B
-// H S bytes. Output O in bf16.
+// H S bytes, and at D = 64 without the mask room for the split round's parts (v5_workspace_bytes:
+// 192 x 65 floats a part, for up to 256 parts: at most 12.2 MiB). Output O in bf16.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -224,14 +235,19 @@ using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,                    
 using ConfigD64 = std::tuple_element_t<GPU100_V5_D64_CONFIG, D64Configs>;
 using ConfigD64Causal = std::tuple_element_t<GPU100_V5_D64_CAUSAL_CONFIG, D64Configs>;
 
-template <class C>
+// kSplit: the launch has split items (persistent only). Without them the kernel is built without
+// the parts' code, which keeps the other launches' code as it was (with it, ptxas laid out the
+// D = 64 kernel differently and the causal rows ran 1% slower).
+template <class C, bool kSplit>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v5_kernel(const __grid_constant__ CUtensorMap map_q,
                     const __grid_constant__ CUtensorMap map_k,
                     const __grid_constant__ CUtensorMap map_v,
                     const __grid_constant__ CUtensorMap map_o, float* __restrict__ lse, int s,
-                    bool causal, float scale_log2, int num_q_blocks, int num_items, int o_heads) {
+                    bool causal, float scale_log2, int num_q_blocks, int num_items, int o_heads,
+                    float* __restrict__ partials, int split_from, int splits) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(!kSplit || C::kPersistent, "only the persistent tilings split items");
   constexpr int kD = C::kD, kBKV = C::kBKV, kStages = C::kStages;
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: every box must start on a 1024-byte boundary.
@@ -255,11 +271,23 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // always the shortest, while tile-major gives each block one item of each length in turn. One
   // block per item and causal, the items go in bands of kCausalBand heads, tile-major inside a band
   // (causal_order.hpp): the longest start first, so that the grid does not end on them.
+  // A work unit is a whole item (key tiles 0 .. its last, slot -1) or, persistent and past
+  // split_from, one of the `splits` parts of a last-round item (key tiles t0 .. t1 - 1, whose
+  // partial O and log-sum-exp go to workspace slot `slot`; flash_v5_combine adds them up).
   struct Item {
-    int bh, q0, num_tiles;
+    int bh, q0, t0, t1, slot;
   };
-  auto item_at = [&](int i) {
+  auto item_at = [&](int u) {
     Item it;
+    int i = u, part = 0;
+    it.slot = -1;
+    if constexpr (kSplit) {
+      if (u >= split_from) {
+        it.slot = u - split_from;
+        i = split_from + it.slot / splits;
+        part = it.slot % splits;
+      }
+    }
     const int heads = num_items / num_q_blocks;
     int index;  // which query tile of head it.bh, 0 the last (longest)
     if constexpr (C::kPersistent) {
@@ -273,12 +301,22 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       index = b.index;
     }
     it.q0 = (num_q_blocks - 1 - index) * C::kBQ;
-    it.num_tiles = gpu100::ceil_div(causal ? min(s, it.q0 + C::kBQ) : s, kBKV);
+    const int tiles = gpu100::ceil_div(causal ? min(s, it.q0 + C::kBQ) : s, kBKV);
+    it.t0 = 0;
+    it.t1 = tiles;
+    if constexpr (kSplit) {
+      if (it.slot >= 0) {  // part `part` of `splits`: as many tiles as the others, +-1
+        it.t0 = part * tiles / splits;
+        it.t1 = (part + 1) * tiles / splits;
+      }
+    }
     return it;
   };
 
   // (Without kPersistent the loops over items below run once, visibly to the compiler.)
-  const int items_end = C::kPersistent ? num_items : static_cast<int>(blockIdx.x) + 1;
+  const int items_end = kSplit           ? split_from + (num_items - split_from) * splits
+                        : C::kPersistent ? num_items
+                                         : static_cast<int>(blockIdx.x) + 1;
   const int items_step = C::kPersistent ? static_cast<int>(gridDim.x) : 1;
 
   if (tid == 0) {
@@ -309,7 +347,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         mbar_expect_tx(&q_full[qb], C::kQBytes);
         for (int b = 0; b < C::kBoxes; ++b)
           tma_load_3d(sq + b * C::kQBox, &map_q, 64 * b, it.q0, it.bh, &q_full[qb]);
-        for (int t = 0; t < it.num_tiles; ++t, ++n) {
+        for (int t = it.t0; t < it.t1; ++t, ++n) {
           const int st = n % kStages;
           // Stage st last held tile n - kStages: wait until every consumer warp is done with it.
           if (n >= kStages) mbar_wait(&kv_empty[st], (n / kStages - 1) & 1);
@@ -339,7 +377,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const uint64_t desc_p = make_desc(sp0 + wg * C::kPBytes, 16, 1024);  // kPSmem: P as O's A
   for (int item_idx = blockIdx.x, nth = 0; item_idx < items_end; item_idx += items_step, ++nth) {
     const Item item = item_at(item_idx);
-    const int bh = item.bh, q0 = item.q0, num_tiles = item.num_tiles, qb = nth % C::kQBuffers;
+    const int bh = item.bh, q0 = item.q0, qb = nth % C::kQBuffers;
+    // This unit's key tiles t0 .. t0 + num_tiles - 1; the loops below count t from 0.
+    const int t0 = item.t0, num_tiles = item.t1 - item.t0;
     uint8_t* sq = sq0 + qb * C::kQBytes;
     // The stage of this item's tile t, and the parity its full barrier completes with.
     // (n0 and nth are 0 without kPersistent: written so that the compiler sees it, else they
@@ -446,11 +486,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // Tiles t < mask_from lie wholly inside S and, if causal, at or left of the warp's diagonal
     // (kv0 + kBKV - 1 <= warp_first): they need no mask.
     const int mask_from = causal ? min(s / kBKV, (warp_first + 1) / kBKV) : s / kBKV;
-    auto softmax = [&](int t, float(&alpha)[2]) {
-      if (t >= mask_from) {
-        softmax_body(t, alpha, std::true_type{});
+    auto softmax = [&](int t, float(&alpha)[2]) {  // t counts from the unit's first tile
+      if (t0 + t >= mask_from) {
+        softmax_body(t0 + t, alpha, std::true_type{});
       } else {
-        softmax_body(t, alpha, std::false_type{});
+        softmax_body(t0 + t, alpha, std::false_type{});
       }
     };
     // P to bf16 A fragments: keys 16 kk .. 16 kk + 15 are the S columns of n-tiles 2 kk, 2 kk + 1.
@@ -587,6 +627,30 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
     }
 
+    if (kSplit && item.slot >= 0) {
+      // ---- a part's epilogue: its O / l in fp32 and its row log-sum-exp, to its workspace slot
+      // (kBQ rows of kD, then kBQ log-sum-exps; rows past S too, which the combine skips) ----
+      float* slot = partials + size_t(item.slot) * (C::kBQ * (kD + 1));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float l = l_run[h];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = 1.f / l;  // every part has a key of every row (no mask but S)
+        const int r = 64 * wg + 16 * wl + g + 8 * h;
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          *reinterpret_cast<float2*>(slot + r * kD + 8 * j + 2 * t4) =
+              make_float2(oacc[4 * j + 2 * h] * inv, oacc[4 * j + 2 * h + 1] * inv);
+        }
+        if (t4 == 0) slot[C::kBQ * kD + r] = (m_run[h] * scale_log2 + log2f(l)) * kLn2;
+      }
+      // The warpgroup's 4 warps are done with this Q buffer: it may take the next unit's Q.
+      asm volatile("bar.sync %0, 128;\n" ::"r"(C::kEpilogueBarrier0 + wg) : "memory");
+      if (threadIdx.x % 128 == 0) mbar_arrive(&q_empty[qb]);
+      n0 += num_tiles;
+      continue;
+    }
     // ---- epilogue: the row log-sum-exp, then O / l in bf16 through shared memory and the TMA ----
     float inv[2];
 #pragma unroll
@@ -644,16 +708,96 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #else
   // Built for an architecture without wgmma: the launcher never calls this.
   (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)lse, (void)s, (void)causal,
-      (void)scale_log2, (void)num_q_blocks, (void)num_items, (void)o_heads;
+      (void)scale_log2, (void)num_q_blocks, (void)num_items, (void)o_heads, (void)partials,
+      (void)split_from, (void)splits;
 #endif
+}
+
+// The parts of the last round's items put together, as flash-decoding does: for each row, over
+// its parts p, lse = log sum_p exp(lse_p) and O = sum_p exp(lse_p - lse) O_p, in bf16 to O (and
+// lse to the row log-sum-exp). One thread per row and 8 columns. Plain loads and stores: it runs
+// on any GPU, although only v5's persistent tiling (sm_90a) writes parts.
+template <int kD, int kBQ>
+__global__ void __launch_bounds__(256)
+    flash_v5_combine(const float* __restrict__ partials, int splits, int split_from, int num_tail,
+                     int num_q_blocks, int s, bf16* __restrict__ o, int o_heads,
+                     float* __restrict__ lse) {
+  constexpr int kChunks = kD / 8, kSlot = kBQ * (kD + 1);
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int tail = static_cast<int>(idx / (kBQ * kChunks));
+  if (tail >= num_tail) return;
+  const int r = static_cast<int>(idx % (kBQ * kChunks)) / kChunks,
+            c = static_cast<int>(idx % kChunks);
+  const int i = split_from + tail;  // the item, as the kernel's item_at maps it (not causal)
+  const int bh = i / num_q_blocks, row = (num_q_blocks - 1 - i % num_q_blocks) * kBQ + r;
+  if (row >= s) return;
+  const float* first = partials + size_t(tail) * splits * kSlot;  // its slots: tail splits + p
+  float mx = -INFINITY;
+  for (int p = 0; p < splits; ++p) mx = fmaxf(mx, first[p * kSlot + kBQ * kD + r]);
+  float sum = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int p = 0; p < splits; ++p) {
+    const float* part = first + p * kSlot;
+    const float w = __expf(part[kBQ * kD + r] - mx);
+    const float4 a = *reinterpret_cast<const float4*>(part + r * kD + 8 * c);
+    const float4 b = *reinterpret_cast<const float4*>(part + r * kD + 8 * c + 4);
+    sum += w;
+    acc[0] += w * a.x, acc[1] += w * a.y, acc[2] += w * a.z, acc[3] += w * a.w;
+    acc[4] += w * b.x, acc[5] += w * b.y, acc[6] += w * b.z, acc[7] += w * b.w;
+  }
+  const float inv = 1.f / sum;
+  uint4 out;
+  out.x = pack_bf16(acc[0] * inv, acc[1] * inv), out.y = pack_bf16(acc[2] * inv, acc[3] * inv);
+  out.z = pack_bf16(acc[4] * inv, acc[5] * inv), out.w = pack_bf16(acc[6] * inv, acc[7] * inv);
+  const size_t at = o_heads > 0  // token-major [B, S, H, D], or [B, H, S, D]
+                        ? ((size_t(bh / o_heads) * s + row) * o_heads + bh % o_heads) * kD
+                        : (size_t(bh) * s + row) * kD;
+  *reinterpret_cast<uint4*>(o + at + 8 * c) = out;
+  if (c == 0 && lse != nullptr) lse[size_t(bh) * s + row] = mx + logf(sum);
+}
+
+// Bytes of one part's slot in the workspace: kBQ rows of kD floats, then kBQ log-sum-exps.
+template <class C>
+constexpr size_t part_slot_bytes() {
+  return size_t(C::kBQ) * (C::kD + 1) * sizeof(float);
+}
+constexpr int kMaxTailParts = 256;  // the workspace has room for this many parts (SMs)
+size_t lse_bytes_rounded(const AttentionShape& s) {
+  return gpu100::round_up<size_t>(flash_workspace_bytes(s), 256);
+}
+
+// Which items the tiling C splits on a GPU of `sms` SMs (v5_tail_split in attention.hpp).
+template <class C>
+V5TailSplit tail_split(const AttentionShape& s, int sms) {
+  V5TailSplit p;
+  p.rows = C::kBQ;
+  p.items = s.heads() * gpu100::ceil_div(s.s, C::kBQ);
+  p.blocks = static_cast<int>(C::kPersistent ? std::min<int64_t>(p.items, sms) : p.items);
+  p.split_from = p.items;
+  if (!C::kPersistent || s.causal || p.blocks < 1) return p;
+  const int64_t last = p.items % p.blocks;  // items in the last round; 0: every round is full
+  const int tiles = gpu100::ceil_div(s.s, C::kBKV);
+  if (last > 0 && 2 * last <= p.blocks) {
+    const int splits = static_cast<int>(std::min<int64_t>(p.blocks / last, tiles));
+    if (splits > 1) {
+      p.splits = splits;
+      p.split_from = p.items - last;
+    }
+  }
+  return p;
 }
 
 template <class C>
 void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
-               float* lse, OLayout layout, cudaStream_t stream) {
+               void* workspace, size_t workspace_bytes, OLayout layout, cudaStream_t stream) {
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(flash_v5_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(flash_v5_kernel<C, false>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
+    if constexpr (C::kPersistent) {
+      CUDA_CHECK(cudaFuncSetAttribute(flash_v5_kernel<C, true>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(C::kSmemBytes)));
+    }
     return true;
   }();
   (void)attr_set;
@@ -661,11 +805,24 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
   const int64_t items = s.heads() * num_q_blocks;
   if (items > int64_t(0x7fffffff)) throw std::invalid_argument("v5_flash_wgmma: grid too large");
   int64_t blocks = items;  // one per item, or (kPersistent) one per SM, each walking items
+  float* lse = static_cast<float*>(workspace);
+  // Persistent: the last round's items split into parts when that round would leave more than
+  // half the blocks idle, and the workspace has room for the parts.
+  V5TailSplit split;
+  split.split_from = items;
+  float* partials = nullptr;
   if constexpr (C::kPersistent) {
     int device = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     blocks = std::min<int64_t>(items, sms);
+    const V5TailSplit plan = tail_split<C>(s, sms);
+    const int64_t parts = (plan.items - plan.split_from) * plan.splits;
+    if (plan.splits > 1 && parts <= kMaxTailParts &&
+        workspace_bytes >= lse_bytes_rounded(s) + size_t(parts) * part_slot_bytes<C>()) {
+      split = plan;
+      partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + lse_bytes_rounded(s));
+    }
   }
   // Q, K, V as B H matrices of S x D; boxes of kBQ (Q) or kBKV (K, V) rows x 64 columns.
   const CUtensorMap mq = day04::make_tma_map_3d(q, s.heads(), s.s, s.d, C::kBQ, 64);
@@ -679,10 +836,24 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
                                    {int64_t(s.d), int64_t(s.h) * s.d, int64_t(s.s) * s.h * s.d},
                                    {64, 1, 64, 1})
           : day04::make_tma_map_3d(o, s.heads(), s.s, s.d, 64, 64);
-  flash_v5_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
+  const auto kernel =
+      partials != nullptr ? flash_v5_kernel<C, C::kPersistent> : flash_v5_kernel<C, false>;
+  kernel<<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       mq, mk, mv, mo, lse, s.s, s.causal, softmax_scale(s.d) * kLog2e, num_q_blocks,
-      static_cast<int>(items), token_major ? s.h : 0);
+      static_cast<int>(items), token_major ? s.h : 0, partials, static_cast<int>(split.split_from),
+      split.splits);
   CUDA_CHECK_LAST();
+  if constexpr (C::kPersistent) {
+    if (partials != nullptr) {
+      const int tail = static_cast<int>(items - split.split_from);
+      const int64_t threads = int64_t(tail) * C::kBQ * (C::kD / 8);
+      flash_v5_combine<C::kD, C::kBQ>
+          <<<static_cast<unsigned>(gpu100::ceil_div<int64_t>(threads, 256)), 256, 0, stream>>>(
+              partials, split.splits, static_cast<int>(split.split_from), tail, num_q_blocks, s.s,
+              o, token_major ? s.h : 0, lse);
+      CUDA_CHECK_LAST();
+    }
+  }
 }
 
 }  // namespace
@@ -709,14 +880,30 @@ void attention_v5_flash_wgmma(const AttentionShape& s, const bf16* q, const bf16
     throw std::invalid_argument("v5_flash_wgmma: the workspace must hold the B H S log-sum-exp");
   }
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v5_flash_wgmma");
-  float* lse = static_cast<float*>(workspace);
   if (s.d == 64 && s.causal) {
-    launch_v5<ConfigD64Causal>(s, q, k, v, o, lse, layout, stream);
+    launch_v5<ConfigD64Causal>(s, q, k, v, o, workspace, workspace_bytes, layout, stream);
   } else if (s.d == 64) {
-    launch_v5<ConfigD64>(s, q, k, v, o, lse, layout, stream);
+    launch_v5<ConfigD64>(s, q, k, v, o, workspace, workspace_bytes, layout, stream);
   } else {
-    launch_v5<ConfigD128>(s, q, k, v, o, lse, layout, stream);
+    launch_v5<ConfigD128>(s, q, k, v, o, workspace, workspace_bytes, layout, stream);
   }
+}
+
+V5TailSplit v5_tail_split(const AttentionShape& s, int sms) {
+  check_shape(s);
+  if (const std::string why = v5_refusal(s); !why.empty()) throw std::invalid_argument(why);
+  if (sms < 1) throw std::invalid_argument("v5_tail_split: the GPU has at least one SM");
+  if (s.d == 64) {
+    return s.causal ? tail_split<ConfigD64Causal>(s, sms) : tail_split<ConfigD64>(s, sms);
+  }
+  return tail_split<ConfigD128>(s, sms);
+}
+
+size_t v5_workspace_bytes(const AttentionShape& s) {
+  if (s.d != 64 || s.causal || !ConfigD64::kPersistent) return flash_workspace_bytes(s);
+  const int64_t items = s.heads() * gpu100::ceil_div(s.s, ConfigD64::kBQ);
+  return lse_bytes_rounded(s) +
+         size_t(std::min<int64_t>(items, kMaxTailParts)) * part_slot_bytes<ConfigD64>();
 }
 
 }  // namespace day05
