@@ -55,6 +55,14 @@
 //    = 0.94 ms; A/B in one call on an H200, three rounds, median ms: 1.0665 -> 0.9516 (cuDNN
 //    0.9853). Launches without split items run the kernel built without the parts' code (kSplit):
 //    with it in every launch, S 2048 D 64 causal went from 0.1856 to 0.1874 ms;
+//  - a head's last query tile, when S leaves it partly empty, costs what its rows need
+//    (persistent): a warpgroup whose 64 rows are all past S only takes its turns and releases the
+//    stages, and without the mask those items go after every whole tile, so they fall on the
+//    blocks with the fewest items. At S 1024 (5 x 192 + 64) a sixth of the items have two idle
+//    warpgroups, and 768 items on 132 blocks had 108 blocks take 6 whole items' time. Predicted
+//    about 5.3 / 6 of that; A/B in one call on an H200, three rounds, median ms: S 1024 0.0889 ->
+//    0.0830 (cuDNN 0.0831), causal 0.0685 -> 0.0679; S 2048 (10 x 192 + 128) 0.2828 -> 0.2783,
+//    causal 0.1888 -> 0.1874; B 1 H 8 S 16384 0.9574 -> 0.9553;
 //  - causal, one block per item (D = 128): the query tiles go in bands of 8 heads, every head's
 //    last (longest) tile of the band first (causal_order.hpp), so the grid does not end on the
 //    longest tiles of the last heads: 620 -> 629 TFLOP/s at S 4096 D 128 causal, one A/B run on an
@@ -235,6 +243,20 @@ using D64Configs = std::tuple<V5Config<64, 4, 2, 128, true>,                    
 using ConfigD64 = std::tuple_element_t<GPU100_V5_D64_CONFIG, D64Configs>;
 using ConfigD64Causal = std::tuple_element_t<GPU100_V5_D64_CAUSAL_CONFIG, D64Configs>;
 
+// Persistent and not causal: item i's head and query tile (0 the last). The items of whole query
+// tiles go first, head by head (one head's K and V shared in L2); each head's last tile, when S
+// leaves it partly empty (`ragged`), comes after all of them. Its empty warpgroups skip their
+// work, so it is the cheapest item, and it lands on the blocks with the fewest items.
+struct HeadTile {
+  int bh, index;
+};
+__host__ __device__ inline HeadTile noncausal_item(int i, int heads, int num_q_blocks,
+                                                   bool ragged) {
+  const int whole = ragged ? num_q_blocks - 1 : num_q_blocks;  // whole tiles per head
+  if (i < heads * whole) return {i / whole, num_q_blocks - whole + i % whole};
+  return {i - heads * whole, 0};
+}
+
 // kSplit: the launch has split items (persistent only). Without them the kernel is built without
 // the parts' code, which keeps the other launches' code as it was (with it, ptxas laid out the
 // D = 64 kernel differently and the causal rows ran 1% slower).
@@ -293,8 +315,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (C::kPersistent) {
       // band_major_item with one band of all heads gives the same order, but the D = 64 kernel
       // was up to 2% slower with it (causal; the header): ptxas laid the kernel out differently.
-      it.bh = causal ? i % heads : i / num_q_blocks;
-      index = causal ? i / heads : i % num_q_blocks;
+      const HeadTile ht = noncausal_item(i, heads, num_q_blocks, s % C::kBQ != 0);
+      it.bh = causal ? i % heads : ht.bh;
+      index = causal ? i / heads : ht.index;
     } else {
       const BandItem b = band_major_item(i, heads, num_q_blocks, causal ? kCausalBand : 0);
       it.bh = b.head;
@@ -568,6 +591,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
     };
 
+    if constexpr (C::kPersistent) {
+      if (q0 + 64 * wg >= s) {
+        // All 64 rows of this warpgroup are past S (a head's last query tile): it multiplies
+        // nothing, only takes its turns (the others wait for them) and releases the stages, in
+        // step with the others, and lets the Q buffer go.
+        for (int t = 0; t < num_tiles; ++t) {
+          turn_wait();
+          turn_pass(t);
+          release(stage(t));
+        }
+        if (threadIdx.x % 128 == 0) mbar_arrive(&q_empty[qb]);
+        n0 += num_tiles;
+        continue;
+      }
+    }
     mbar_wait(&q_full[qb], C::kPersistent ? (nth / C::kQBuffers) & 1 : 0);
     if constexpr (C::kOverlap) {
       // The loop is software-pipelined inside each warpgroup (FlashAttention-3's intra-warpgroup
@@ -720,7 +758,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 template <int kD, int kBQ>
 __global__ void __launch_bounds__(256)
     flash_v5_combine(const float* __restrict__ partials, int splits, int split_from, int num_tail,
-                     int num_q_blocks, int s, bf16* __restrict__ o, int o_heads,
+                     int heads, int num_q_blocks, int s, bf16* __restrict__ o, int o_heads,
                      float* __restrict__ lse) {
   constexpr int kChunks = kD / 8, kSlot = kBQ * (kD + 1);
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -728,8 +766,9 @@ __global__ void __launch_bounds__(256)
   if (tail >= num_tail) return;
   const int r = static_cast<int>(idx % (kBQ * kChunks)) / kChunks,
             c = static_cast<int>(idx % kChunks);
-  const int i = split_from + tail;  // the item, as the kernel's item_at maps it (not causal)
-  const int bh = i / num_q_blocks, row = (num_q_blocks - 1 - i % num_q_blocks) * kBQ + r;
+  // The item, as the kernel's item_at maps it (persistent, not causal).
+  const HeadTile ht = noncausal_item(split_from + tail, heads, num_q_blocks, s % kBQ != 0);
+  const int bh = ht.bh, row = (num_q_blocks - 1 - ht.index) * kBQ + r;
   if (row >= s) return;
   const float* first = partials + size_t(tail) * splits * kSlot;  // its slots: tail splits + p
   float mx = -INFINITY;
@@ -849,8 +888,8 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
       const int64_t threads = int64_t(tail) * C::kBQ * (C::kD / 8);
       flash_v5_combine<C::kD, C::kBQ>
           <<<static_cast<unsigned>(gpu100::ceil_div<int64_t>(threads, 256)), 256, 0, stream>>>(
-              partials, split.splits, static_cast<int>(split.split_from), tail, num_q_blocks, s.s,
-              o, token_major ? s.h : 0, lse);
+              partials, split.splits, static_cast<int>(split.split_from), tail,
+              static_cast<int>(s.heads()), num_q_blocks, s.s, o, token_major ? s.h : 0, lse);
       CUDA_CHECK_LAST();
     }
   }
