@@ -16,7 +16,8 @@
 // Extra device memory: v1 materialises the whole B x H x S x S score matrix (refused above
 // kScoreBudgetBytes); v2 the scores of as many heads at a time as fit in that budget; the flash
 // variants v3, v4 and v5 no S x S matrix at all, only the log-sum-exp of each row (4 B H S bytes),
-// which they write to the start of the workspace (a backward pass would need it).
+// which they write to the start of the workspace (a backward pass would need it); v5 at D = 64
+// without the mask also room for a split last round (v5_workspace_bytes, below).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
