@@ -258,8 +258,8 @@ __host__ __device__ inline HeadTile noncausal_item(int i, int heads, int num_q_b
 }
 
 // kSplit: the launch has split items (persistent only). Without them the kernel is built without
-// the parts' code, which keeps the other launches' code as it was (with it, ptxas laid out the
-// D = 64 kernel differently and the causal rows ran 1% slower).
+// the parts' code, which keeps that code out of every other launch (compiled into all of them, it
+// made ptxas lay out the D = 64 kernel differently, and the causal rows ran 1% slower).
 template <class C, bool kSplit>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v5_kernel(const __grid_constant__ CUtensorMap map_q,
