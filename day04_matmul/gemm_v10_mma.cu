@@ -18,6 +18,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "gemm.hpp"
 #include "mma.cuh"
 
@@ -171,14 +172,14 @@ void gemm_v10_mma_bf16(GemmShape s, float alpha, const __nv_bfloat16* a, const _
                        float beta, float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm80, "v10_mma_bf16");
-  static bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // per GPU: set on each it runs on
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_kernel<true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_kernel<false>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const dim3 grid(gpu100::ceil_div(s.n, kBN), gpu100::ceil_div(s.m, kBM));
   const bool aligned = gpu100::aligned16(a) && gpu100::aligned16(b);
   if (s.k % 8 == 0 && s.n % 8 == 0 && aligned) {
@@ -309,7 +310,8 @@ void gemm_v10_mma_tf32(GemmShape s, float alpha, const float* a, const float* b,
                        float* c, cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   gpu100::require_build(gpu100::ArchNeed::kSm80, "v10_mma_tf32");
-  static bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // per GPU: set on each it runs on
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v10_tf32_kernel<true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(tf32::kSmemBytes)));
@@ -317,8 +319,7 @@ void gemm_v10_mma_tf32(GemmShape s, float alpha, const float* a, const float* b,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(tf32::kSmemBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const dim3 grid(gpu100::ceil_div(s.n, kBN), gpu100::ceil_div(s.m, kBM));
   if (vector_path_ok(s, a, b, c)) {
     gemm_v10_tf32_kernel<true>

@@ -34,6 +34,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "gemm.hpp"
 #include "tma.hpp"
 #include "transpose.hpp"
@@ -105,12 +106,12 @@ namespace {
 template <typename E>
 void launch_v11(GemmShape s, float alpha, const CUtensorMap& map_a, const CUtensorMap& map_b,
                 float beta, float* c, cudaStream_t stream) {
-  static bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // per GPU: set on each it runs on
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v11_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(kSmemBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const dim3 grid(gpu100::ceil_div(s.n, kBN), gpu100::ceil_div(s.m, kBM));
   gemm_v11_kernel<E>
       <<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, alpha, beta, c, map_a, map_b);

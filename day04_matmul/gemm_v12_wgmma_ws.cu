@@ -24,6 +24,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_buffer.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "gemm.hpp"
 #include "tma.hpp"
 #include "transpose.hpp"
@@ -118,14 +119,15 @@ void gemm_v12_wgmma_ws_bf16(GemmShape s, float alpha, const __nv_bfloat16* a,
     gemm_v10_mma_bf16(s, alpha, a, b, beta, c, stream);  // TMA cannot describe these strides
     return;
   }
-  static const int num_sms = [] {
+  static gpu100::PerDevice<int> num_sms_per_gpu;  // per GPU: asked on each it runs on
+  const int num_sms = num_sms_per_gpu.get([] {
     int device = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v12_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(kSmemBytes)));
     return sms;
-  }();
+  });
   const int64_t tiles = int64_t(gpu100::ceil_div(s.m, kBM)) * gpu100::ceil_div(s.n, kBN);
   const int grid = static_cast<int>(std::min<int64_t>(tiles, num_sms));  // one block per SM
   gemm_v12_kernel<<<grid, kThreadsWS, kSmemBytes, stream>>>(

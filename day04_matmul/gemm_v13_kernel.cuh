@@ -22,6 +22,7 @@
 #include "common/arch.cuh"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "gemm.hpp"
 #include "tma.hpp"
 #include "wgmma_gemm.cuh"
@@ -305,10 +306,11 @@ inline bool staged_bf16_ok(GemmShape s, const void* a, const void* b, float beta
 inline constexpr int kStagedGroupPairRows = 8;
 
 // How many 2-CTA clusters of gemm_v13_kernel<Epilogue, kSplitK, E> fit on the GPU at once (the
-// GPCs' SM counts decide); sets the kernel's shared-memory attribute on first use.
+// GPCs' SM counts decide); sets the kernel's shared-memory attribute on its first use on each GPU.
 template <class Epilogue, bool kSplitK = false, class E = Bf16>
 int v13_max_clusters() {
-  static const int clusters = [] {
+  static gpu100::PerDevice<int> clusters_per_gpu;  // per GPU: asked on each it runs on
+  const int clusters = clusters_per_gpu.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v13_kernel<Epilogue, kSplitK, E>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(v13_smem_bytes<Epilogue>())));
@@ -327,7 +329,7 @@ int v13_max_clusters() {
     CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, gemm_v13_kernel<Epilogue, kSplitK, E>, &config));
     if (n < 1) throw std::runtime_error("v13: no 2-CTA cluster fits on this GPU");
     return n;
-  }();
+  });
   return clusters;
 }
 

@@ -26,6 +26,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "fp8_gemm.cuh"
 #include "gemm.hpp"
 #include "tma.hpp"
@@ -119,12 +120,12 @@ void gemm_v14_wgmma_fp8(GemmShape s, const __nv_fp8_e4m3* a, const __nv_fp8_e4m3
                         cudaStream_t stream) {
   check_gemm_fp8_args(s, a, b_t, scale_a, scale_b, c);  // before any CUDA call
   gpu100::require_build(gpu100::ArchNeed::kSm90a, "v14_wgmma_fp8");
-  static const bool configured = [] {
+  static gpu100::PerDevice<bool> configured;  // per GPU: set on each it runs on
+  configured.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(gemm_v14_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(kSmemBytes)));
     return true;
-  }();
-  (void)configured;
+  });
   const dim3 grid(unsigned(gpu100::ceil_div(s.n, kBN)), unsigned(gpu100::ceil_div(s.m, kBM)));
   gemm_v14_kernel<<<grid, kThreads, kSmemBytes, stream>>>(s.m, s.n, s.k, scale_a, scale_b, c,
                                                           make_tma_map_2d(a, s.m, s.k, kBM, kBK),

@@ -121,7 +121,8 @@ void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b
   auto kernel =
       vec_b ? sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, true>
             : sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, false>;
-  static const bool configured = [] {
+  static gpu100::PerDevice<bool> configured;  // per GPU: set on each it runs on
+  configured.get([] {
     for (auto* kern :
          {sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, true>,
           sgemm_v8_cp_async_kernel<BM, BN, BK, WM, WN, kThreads, kStages, kMinBlocks, false>}) {
@@ -129,8 +130,7 @@ void launch_v8_cp_async(GemmShape s, float alpha, const float* a, const float* b
                                       static_cast<int>(kSmemBytes)));
     }
     return true;
-  }();
-  (void)configured;
+  });
   // A (M x K) -> A^T (K x ldat, ldat = M rounded up to 4) in a scratch buffer that lives as long
   // as the thread and only grows, so the timed runs allocate nothing. The pad columns are zeroed
   // (they are read with the rows' last 16-byte copies, into rows of C that are never stored).

@@ -6,10 +6,10 @@
 // The cost: twice the shared memory and 2 x (TM + TN) / 4 more registers for the prefetch.
 // Several tile shapes are instantiated for the autotuner (sgemm_autotune.cpp).
 #include <cstdio>
-#include <mutex>
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "gemm.hpp"
 #include "tiles.cuh"
 
@@ -68,13 +68,14 @@ void launch_v8(GemmShape s, float alpha, const float* a, const float* b, float b
                cudaStream_t stream) {
   check_gemm_args(s, a, b, c);
   constexpr size_t kSmem = sizeof(float) * 2 * (BK * (BM + tiles::kAPad) + BK * BN);
-  static std::once_flag attr_once;  // raise the dynamic shared-memory limit once per kernel
-  std::call_once(attr_once, [] {
+  static gpu100::PerDevice<bool> attr_set;  // the shared-memory limit, raised on every GPU
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(sgemm_v8_kernel<BM, BN, BK, WM, WN, kThreads, kMinBlocks, true>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
     CUDA_CHECK(
         cudaFuncSetAttribute(sgemm_v8_kernel<BM, BN, BK, WM, WN, kThreads, kMinBlocks, false>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+    return true;
   });
   const dim3 grid(gpu100::ceil_div(s.n, BN), gpu100::ceil_div(s.m, BM));
   if (vector_path_ok(s, a, b, c)) {

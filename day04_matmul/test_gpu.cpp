@@ -78,14 +78,16 @@ TEST_CASE("v24 narrow tiles: small shapes in 128 x 64 tiles, tails of M, N and K
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v24_wgmma_narrow_bf16");
   // 1024^3 (64 pairs of narrow tiles); 300 x 200 x 1000 (tails of M, of N in the last 64 columns,
   // and of K in the last k-tile); 77 x 8 x 520 (one pair, 8 columns); 640 x 1000 x 1000 (5 tile
-  // rows: the last pair's second tile empty; 16 tile columns, the last 40 wide); 1280 x 2048 x
-  // 256 and 4096 x 4096 x 256 run v22's wide tiles (too many narrow pairs for one round). Three
-  // calls on one C; beta != 0, which v22 sends on to v17.
+  // rows: the last pair's second tile empty; 16 tile columns, the last 40 wide); 256 x 392 x 648
+  // (7 tile columns, the last 8 wide, and a last k-tile of 8); 1280 x 2048 x 256 and 4096 x 4096
+  // x 256 run v22's wide tiles (too many narrow pairs for one round). Three calls on one C;
+  // beta != 0, which v22 sends on to v17.
   check_shapes("v24_wgmma_narrow_bf16",
                {{1024, 1024, 1024},
                 {300, 200, 1000},
                 {77, 8, 520},
                 {640, 1000, 1000},
+                {256, 392, 648},
                 {1280, 2048, 256},
                 {4096, 4096, 256}},
                {{1.0f, 0.0f, 1}, {-0.5f, 0.0f, 3}, {0.5f, 2.0f, 1}}, 9000);

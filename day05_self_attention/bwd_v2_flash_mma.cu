@@ -47,6 +47,7 @@
 #include "common/cuda_check.hpp"
 #include "common/device_info.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "flash_util.cuh"
 #include "mma.cuh"
 
@@ -662,12 +663,12 @@ size_t workspace_for(const AttentionShape& s) {
 template <class C, DqAdd kAdd>
 void launch_main(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* delta,
                  float* dq_acc, cudaStream_t stream) {
-  static const bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // the attribute is per GPU: set on each
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(
         bwd_v2_kernel<C, kAdd>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const int num_key_tiles = gpu100::ceil_div(s.s, C::kBc);
   const int64_t blocks = s.heads() * num_key_tiles;
   bwd_v2_kernel<C, kAdd><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
@@ -680,12 +681,12 @@ template <class C>
 void launch_dq_pass(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* delta,
                     cudaStream_t stream) {
   constexpr size_t kBytes = DqSmem<C>::kBytes;
-  static const bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // the attribute is per GPU: set on each
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(bwd_v2b_dq_kernel<C>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const int num_query_tiles = gpu100::ceil_div(s.s, C::kBr);
   const int64_t blocks = s.heads() * num_query_tiles;
   bwd_v2b_dq_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, kBytes, stream>>>(

@@ -99,6 +99,7 @@
 #include "common/arch.cuh"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "flash_util.cuh"
 #include "tma.hpp"
 #include "wgmma.cuh"
@@ -536,12 +537,12 @@ size_t rows_bytes(const AttentionShape& s) {
 template <class C>
 void launch_v3(const AttentionShape& s, const BackwardTensors<bf16>& t, const float* lse2,
                const float* delta, float* dq_acc, cudaStream_t stream) {
-  static const bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // the attribute is per GPU: set on each
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(bwd_v3_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const int num_key_blocks = gpu100::ceil_div(s.s, C::kBK);
   const int64_t blocks = s.heads() * num_key_blocks;
   // Q, dO, K, V as B H matrices of S x D; boxes of 64 (Q, dO) or 128 (K, V) rows x 64 columns.

@@ -23,6 +23,7 @@
 #include "attention.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 
 namespace day05 {
 
@@ -219,12 +220,12 @@ template <int kD>
 void launch_v3(const AttentionShape& s, const float* q, const float* k, const float* v, float* o,
                float* lse, cudaStream_t stream) {
   constexpr size_t smem = V3Tile<kD>::kSmemBytes;
-  static const bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // the attribute is per GPU: set on each
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(flash_v3_kernel<kD>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const int num_q_blocks = gpu100::ceil_div(s.s, kBQ);
   const bool vec = s.d % 4 == 0 && reinterpret_cast<uintptr_t>(q) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(k) % 16 == 0 &&

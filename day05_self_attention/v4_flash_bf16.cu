@@ -44,6 +44,7 @@
 #include "attention.hpp"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "flash_util.cuh"
 #include "mma.cuh"
 
@@ -467,12 +468,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
 template <class C>
 void launch_v4(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
                float* lse, OLayout layout, cudaStream_t stream) {
-  static const bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // the attribute is per GPU: set on each
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(flash_v4_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
     return true;
-  }();
-  (void)attr_set;
+  });
   const int num_q_blocks = gpu100::ceil_div(s.s, C::kBQ);
   const int64_t blocks = s.heads() * num_q_blocks;
   if (blocks > int64_t(0x7fffffff)) throw std::invalid_argument("v4_flash_bf16: grid too large");

@@ -89,6 +89,7 @@
 #include "common/arch.cuh"
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "flash_util.cuh"
 #include "tma.hpp"
 #include "wgmma.cuh"
@@ -828,7 +829,8 @@ V5TailSplit tail_split(const AttentionShape& s, int sms) {
 template <class C>
 void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16* v, bf16* o,
                void* workspace, size_t workspace_bytes, OLayout layout, cudaStream_t stream) {
-  static const bool attr_set = [] {
+  static gpu100::PerDevice<bool> attr_set;  // the attribute is per GPU: set on each
+  attr_set.get([] {
     CUDA_CHECK(cudaFuncSetAttribute(flash_v5_kernel<C, false>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(C::kSmemBytes)));
@@ -838,8 +840,7 @@ void launch_v5(const AttentionShape& s, const bf16* q, const bf16* k, const bf16
                                       int(C::kSmemBytes)));
     }
     return true;
-  }();
-  (void)attr_set;
+  });
   const int num_q_blocks = gpu100::ceil_div(s.s, C::kBQ);
   const int64_t items = s.heads() * num_q_blocks;
   if (items > int64_t(0x7fffffff)) throw std::invalid_argument("v5_flash_wgmma: grid too large");

@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "common/cuda_check.hpp"
+#include "common/occupancy.hpp"
 #include "scan.cuh"
 #include "scan_device.cuh"
 
@@ -23,12 +24,13 @@ namespace day06 {
 namespace detail {
 
 int sm_count() {
-  static const int count = [] {
+  static gpu100::PerDevice<int> count_per_gpu;  // per GPU: asked on each it runs on
+  const int count = count_per_gpu.get([] {
     int device = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     return sms;
-  }();
+  });
   return count;
 }
 

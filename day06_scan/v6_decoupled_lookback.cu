@@ -5,6 +5,7 @@
 #include "common/arch.hpp"
 #include "common/cuda_check.hpp"
 #include "common/mbarrier.cuh"
+#include "common/occupancy.hpp"
 #include "scan.cuh"
 #include "scan_device.cuh"
 
@@ -348,14 +349,14 @@ void launch_v6(const T* x, T* y, int64_t n, bool exclusive, Word* words, cudaStr
   const bool vector_ok = detail::aligned16(x) && detail::aligned16(y);
   if constexpr (kStageItems > 0) {
     // 72 KiB of dynamic shared memory is above the 48 KiB a kernel gets without asking (once per
-    // process: a host call per launch would show in the short runs' times).
-    static const bool opted_in = [] {
+    // GPU: the attribute belongs to each GPU's copy of the kernel).
+    static gpu100::PerDevice<bool> opted_in;  // per GPU: set on each it runs on
+    opted_in.get([] {
       CUDA_CHECK(cudaFuncSetAttribute(v6_kernel<T, kStageItems>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(kStageBytes<kStageItems>)));
       return true;
-    }();
-    (void)opted_in;
+    });
   }
   v6_kernel<T, kStageItems>
       <<<static_cast<unsigned>(tiles), kBlockThreads, kStageBytes<kStageItems>, stream>>>(

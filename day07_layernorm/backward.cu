@@ -23,6 +23,7 @@
 
 #include "common/cuda_check.hpp"
 #include "common/math.hpp"
+#include "common/occupancy.hpp"
 #include "layernorm.cuh"
 #include "norm_device.cuh"
 
@@ -288,8 +289,9 @@ int launch_backward_registers(const T* dy, const T* x, const T* gamma, const flo
   constexpr int kBlock = bwd_block_threads<G>();
   constexpr int kGroups = kBlock / G;
   const size_t smem = kGroups > 1 ? 2 * size_t(dim) * sizeof(float) : 0;
-  // Blocks resident on the whole GPU, computed once per instantiation (the current device's).
-  static const int resident = [] {
+  // Blocks resident on the whole GPU, computed once per instantiation and GPU.
+  static gpu100::PerDevice<int> resident_per_gpu;  // per GPU: asked on each it runs on
+  const int resident = resident_per_gpu.get([] {
     int device = 0, sms = 0, per_sm = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -297,7 +299,7 @@ int launch_backward_registers(const T* dy, const T* x, const T* gamma, const flo
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, ln_backward_registers_kernel<T, V, G>, kBlock, max_smem));
     return std::max(1, sms * per_sm);
-  }();
+  });
   const int64_t row_sets = gpu100::ceil_div<int64_t>(rows, kGroups);
   const int blocks =
       static_cast<int>(std::min<int64_t>({row_sets, static_cast<int64_t>(resident), kBwdMaxParts}));

@@ -11,6 +11,7 @@
 #include "common/device_random.hpp"
 #include "common/errors.hpp"
 #include "common/half.hpp"
+#include "common/occupancy.hpp"
 #include "common/random.hpp"
 #include "common/timer.hpp"
 
@@ -149,4 +150,26 @@ TEST_CASE("GpuTimer's hold keeps the host's time before a launch out of the time
   // Held 50 ms, the GPU is still spinning when the memset is queued: only the memset is timed.
   options.hold_us = 50000;
   CHECK(timer.time(late_launch, options).median_ms < 5.0);
+}
+
+TEST_CASE("PerDevice works a value out once on each GPU and keeps it for that GPU", "[gpu]") {
+  GPU100_REQUIRE_GPU();
+  int devices = 0, current = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  CUDA_CHECK(cudaGetDevice(&current));
+  gpu100::PerDevice<int> value;
+  int made = 0;
+  // Twice over every GPU: the first pass makes one value per GPU (its own number), the second
+  // finds each GPU's value again without making it.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int d = 0; d < devices; ++d) {
+      CUDA_CHECK(cudaSetDevice(d));
+      CHECK(value.get([&] {
+        ++made;
+        return 100 + d;
+      }) == 100 + d);
+    }
+  }
+  CUDA_CHECK(cudaSetDevice(current));
+  CHECK(made == devices);
 }
