@@ -82,12 +82,13 @@ CUtensorMap make_tma_map_2d(const __nv_fp8_e4m3* ptr, int rows, int cols, int bo
 namespace {
 template <typename T>
 CUtensorMap map_3d(CUtensorMapDataType type, const T* ptr, long long batches, int rows, int cols,
-                   int box_rows, int box_cols) {
+                   int box_rows, int box_cols,
+                   CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   const cuuint64_t dims[3] = {cuuint64_t(cols), cuuint64_t(rows), cuuint64_t(batches)};
   const cuuint64_t row_bytes = cuuint64_t(cols) * sizeof(T);
   const cuuint64_t strides[2] = {row_bytes, row_bytes * cuuint64_t(rows)};
   const cuuint32_t box[3] = {cuuint32_t(box_cols), cuuint32_t(box_rows), 1};
-  return encode(type, 3, ptr, dims, strides, box);
+  return encode(type, 3, ptr, dims, strides, box, swizzle);
 }
 }  // namespace
 
@@ -97,8 +98,9 @@ CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int row
 }
 
 CUtensorMap make_tma_map_3d(const float* ptr, long long batches, int rows, int cols, int box_rows,
-                            int box_cols) {
-  return map_3d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptr, batches, rows, cols, box_rows, box_cols);
+                            int box_cols, bool swizzle_128b) {
+  return map_3d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptr, batches, rows, cols, box_rows, box_cols,
+                swizzle_128b ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 namespace {

@@ -21,10 +21,12 @@ CUtensorMap make_tma_map_2d(const __nv_fp8_e4m3* ptr, int rows, int cols, int bo
 // box_cols of one matrix (rows past `rows` are zero-filled, never the next matrix's).
 CUtensorMap make_tma_map_3d(const __nv_bfloat16* ptr, long long batches, int rows, int cols,
                             int box_rows, int box_cols);
-// The same for fp32 (box_cols x 4 = 128 bytes): day05's bwd v3 adds its dQ partials through it
-// (tma_reduce_add_3d in wgmma.cuh).
+// The same for fp32, in the 128-byte swizzle (box_cols x 4 = 128 bytes) or, with swizzle_128b
+// false, without one: the box's rows one after another in shared memory (box_cols x 4 a multiple
+// of 16 bytes). day05's bwd v3 adds its dQ partials through the second (tma_reduce_add_3d in
+// wgmma.cuh).
 CUtensorMap make_tma_map_3d(const float* ptr, long long batches, int rows, int cols, int box_rows,
-                            int box_cols);
+                            int box_cols, bool swizzle_128b);
 // A 4-dimensional bf16 tensor: dims[0] contiguous, dims[1..3] `strides` elements apart (each a
 // multiple of 8, each at least the span of the dimensions below it), in boxes of box[0] x box[1] x
 // box[2] x box[3] (box[0] x 2 = 128 bytes). Coordinates past a dimension are clipped on stores and

@@ -59,6 +59,17 @@
 //    D 128 B 4 2.38 to 2.35 ms, causal 1.28 to 1.26 ms. At D = 64 (no spill either way; 1847 to
 //    1791 instructions) the same form measured slower, 766-768 to 773-776 us, so D = 64 keeps
 //    r % 8 (kSwizzleByG).
+//  - dQ's fp32 partial goes through shared memory in 8 boxes of 8 columns (32-byte rows, no
+//    swizzle) instead of 2 boxes of 32 columns in the 128-byte swizzle. A warp's 8-byte stores
+//    reach the banks a half-warp (16 lanes, 128 bytes) at a time, and lanes 0-15 hold rows g =
+//    0..3: in the swizzle, rows g and g ^ 1 put their 32 bytes in the same two 16-byte columns (XOR
+//    with 1 only swaps a pair), so every store took 4 wavefronts instead of 2. Nsight Compute at S
+//    4096 D 128 had counted 36.7 M bank conflicts on the shared stores (280 a tile, 30% of their
+//    wavefronts); with the narrow boxes 3.8 M, and the kernel's shared wavefronts 395 M to 363 M.
+//    The writer warp issues 8 reduce-adds per box instead of 2; the L2 adds the same sectors.
+//    One A/B on an H200 (two rounds): S 4096 D 128 2.48-2.51 to 2.42 ms (553 to 568 TFLOP/s),
+//    causal 1.384-1.389 to 1.352-1.354 ms; kernel 2.36 to 2.31 ms under Nsight Compute. At D = 64
+//    no change (0.834 ms either way, causal 0.507-0.509), kept for one layout.
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
 // 128); dQ's partial sums still go through L2 as fp32 additions, S / 128 per element of dQ; the
 // pre-pass also writes the row log-sum-exp x log2 e, in rows padded to 64.
@@ -140,8 +151,9 @@ struct V3Config {
   static constexpr int kKVBox = kBK * 128, kQBox = kBQ * 128;  // bytes
   static constexpr int kKVBytes = kBoxes * kKVBox, kQBytes = kBoxes * kQBox;
   static constexpr int kDsBytes = kBK * kBQ * 2;  // dS^T, [128 keys][64 queries] bf16: one box
-  // dQ's fp32 partial of a warpgroup, [64 queries][64 columns], as 2 TMA boxes of 32 columns
-  static constexpr int kDqBox = kBQ * 128, kDqBytes = 2 * kDqBox;
+  // dQ's fp32 partial of a warpgroup, [64 queries][64 columns], as 8 unswizzled TMA boxes of 8
+  // columns (32 bytes a row)
+  static constexpr int kDqBoxes = 8, kDqBox = kBQ * 32, kDqBytes = kDqBoxes * kDqBox;
   static constexpr int kRowBytes = kBQ * 4;                     // a tile's lse x log2 e, or its D_i
   static constexpr int kStageTx = 2 * kQBytes + 2 * kRowBytes;  // bytes landing per stage
   static constexpr int kBarriers = 1 + 2 * kStages;  // K/V full; Q/dO full and empty per stage
@@ -183,9 +195,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                   int s, int s_pad, bool causal, float scale, int num_key_blocks) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kD = C::kD, kBK = C::kBK, kStages = C::kStages, kBoxes = C::kBoxes;
-  // The swizzled stores of dS^T and dQ XOR a row's 16-byte chunk with r % 8, which is g for every
-  // thread. At D = 128 it is written as g (ptxas had spilled r % 8 there: 2.38 -> 2.35 ms); D = 64
-  // keeps r % 8, which measured faster there (766-768 against 773-776 us).
+  // The swizzled stores of dS^T XOR a row's 16-byte chunk with r % 8, which is g for every
+  // thread (dQ's partial had the same swizzle until its boxes became 8 columns wide). At D = 128 it
+  // is written as g (ptxas had spilled r % 8 there: 2.38 -> 2.35 ms); D = 64 keeps r % 8, which
+  // measured faster there (766-768 against 773-776 us).
   constexpr bool kSwizzleByG = kBoxes == 2;
   extern __shared__ uint8_t smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: every box must start on a 1024-byte boundary.
@@ -195,7 +208,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   uint8_t* sq = sv + C::kKVBytes;             // kStages x kBoxes x [64 queries][64]
   uint8_t* sdo = sq + kStages * C::kQBytes;   // the same for dO
   uint8_t* sds = sdo + kStages * C::kQBytes;  // 2 x [128 keys][64 queries]: dS^T, double-buffered
-  uint8_t* sdq = sds + 2 * C::kDsBytes;  // 2 warpgroups x 2 x [64 queries][32 fp32]: dQ's partial
+  uint8_t* sdq = sds + 2 * C::kDsBytes;  // 2 warpgroups x 8 x [64 queries][8 fp32]: dQ's partial
   float* slse = reinterpret_cast<float*>(sdq + 2 * C::kDqBytes);  // kStages x [64]
   float* sdelta = slse + kStages * kBQ;                           // kStages x [64]
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(sdelta + kStages * kBQ);
@@ -253,7 +266,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     } else if (warp == C::kConsumerWarps + 1 || warp == C::kConsumerWarps + 2) {
       // Warps 9 and 10: the dQ writers of consumer warpgroups 0 and 1. For each tile whose dQ box
       // the warpgroup computes: tell it the buffer is free (the previous reduce-add has read it),
-      // wait until its partial is in, and send it to the accumulator by two TMA reduce-adds.
+      // wait until its partial is in, and send it to the accumulator by eight TMA reduce-adds.
       const int w = warp - C::kConsumerWarps - 1;
       uint8_t* buf = sdq + w * C::kDqBytes;
       bool first = true;
@@ -267,8 +280,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         asm volatile("bar.sync %0, 160;\n" ::"r"(kDqFull0 + w) : "memory");
         if (lane == 0) {
           const int i0 = (first_tile + n) * kBQ;
-          tma_reduce_add_3d(&map_dq, buf, 64 * b, i0, bh);
-          tma_reduce_add_3d(&map_dq, buf + C::kDqBox, 64 * b + 32, i0, bh);
+#pragma unroll
+          for (int q = 0; q < C::kDqBoxes; ++q) {
+            tma_reduce_add_3d(&map_dq, buf + q * C::kDqBox, 64 * b + 8 * q, i0, bh);
+          }
           bulk_commit();
         }
       }
@@ -476,19 +491,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
       // dQ's fp32 partial through shared memory to the warpgroup's writer warp, which adds it to
       // the accumulator by TMA reduce-adds (rows past S are skipped by the copy engine). The
-      // buffer is in the 128-byte swizzle the map names: the 16-byte chunk c of row r at chunk
-      // c ^ (r % 8), so a warp's 8-byte stores take the minimum of 2 shared-memory wavefronts.
+      // buffer is 8 boxes of [64 rows][8 fp32], rows 32 bytes apart, no swizzle: a warp's 8-byte
+      // stores go to the banks a half-warp at a time, and lanes 0-15 (rows g = 0..3, 8 bytes
+      // each of 4 lanes) then fill 128 contiguous bytes, the 2 wavefronts a warp's 256 bytes need.
       uint8_t* buf = sdq + wg * C::kDqBytes;
       asm volatile("bar.sync %0, 160;\n" ::"r"(kDqEmpty0 + wg) : "memory");  // the buffer is free
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * wl + g + 8 * h;
-        const int sw = kSwizzleByG ? g : r % 8;  // the same number
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int chunk = 2 * (j % 4) + t4 / 2;  // 16-byte chunk of the 32-column box j / 4
-          *reinterpret_cast<float2*>(buf + (j / 4) * C::kDqBox + r * 128 + ((chunk ^ sw) * 16) +
-                                     (t4 % 2) * 8) =
+        for (int j = 0; j < 8; ++j) {  // columns 8 j .. 8 j + 7: box j, 32 bytes a row
+          *reinterpret_cast<float2*>(buf + j * C::kDqBox + r * 32 + t4 * 8) =
               make_float2(dqa[4 * j + 2 * h], dqa[4 * j + 2 * h + 1]);
         }
       }
@@ -550,8 +563,8 @@ void launch_v3(const AttentionShape& s, const BackwardTensors<bf16>& t, const fl
   const CUtensorMap mdo = day04::make_tma_map_3d(t.dout, s.heads(), s.s, s.d, kBQ, 64);
   const CUtensorMap mk = day04::make_tma_map_3d(t.k, s.heads(), s.s, s.d, C::kBK, 64);
   const CUtensorMap mv = day04::make_tma_map_3d(t.v, s.heads(), s.s, s.d, C::kBK, 64);
-  // The fp32 dQ accumulator, in boxes of 64 rows x 32 columns (128 bytes), for the reduce-adds.
-  const CUtensorMap mdq = day04::make_tma_map_3d(dq_acc, s.heads(), s.s, s.d, kBQ, 32);
+  // The fp32 dQ accumulator, in unswizzled boxes of 64 rows x 8 columns, for the reduce-adds.
+  const CUtensorMap mdq = day04::make_tma_map_3d(dq_acc, s.heads(), s.s, s.d, kBQ, 8, false);
   bwd_v3_kernel<C><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, stream>>>(
       mq, mk, mv, mdo, mdq, lse2, delta, t.dk, t.dv, s.s, static_cast<int>(padded_s(s)), s.causal,
       softmax_scale(s.d), num_key_blocks);
