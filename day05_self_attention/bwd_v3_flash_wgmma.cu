@@ -67,7 +67,7 @@
 //    4096 D 128 had counted 36.7 M bank conflicts on the shared stores (280 a tile, 30% of their
 //    wavefronts); with the narrow boxes 3.8 M, and the kernel's shared wavefronts 395 M to 363 M.
 //    The writer warp issues 8 reduce-adds per box instead of 2; the L2 adds the same sectors.
-//    One A/B on an H200 (two rounds): S 4096 D 128 2.48-2.51 to 2.42 ms (553 to 568 TFLOP/s),
+//    One A/B on an H200 (two rounds): S 4096 D 128 2.48-2.51 to 2.42 ms (548-553 to 568 TFLOP/s),
 //    causal 1.384-1.389 to 1.352-1.354 ms; kernel 2.36 to 2.31 ms under Nsight Compute. At D = 64
 //    no change (0.834 ms either way, causal 0.507-0.509), kept for one layout.
 // What it costs: sm_90a only; one block of 384 threads per SM (225.5 KB of shared memory at D =
