@@ -126,6 +126,14 @@ int v22_splits(GemmShape s);
 void gemm_v24_wgmma_narrow_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
                                 float beta, float*, cudaStream_t);
 std::string v24_row_note(GemmShape s);
+// Whether v24 runs shape s in its narrow tiles, for calls it can stage (sm_90a).
+bool v24_narrow(GemmShape s);
+// v25: v24 with tiles of 128 x 128 where the 128 x 256 pairs fill half the clusters or less, the
+// 128 x 128 pairs fit at once and v24 would neither run narrow tiles nor cut K into more than 2
+// slices (sm_90a), and its row note (the tile, or v24's note).
+void gemm_v25_wgmma_medium_bf16(GemmShape, float alpha, const __nv_bfloat16*, const __nv_bfloat16*,
+                                float beta, float*, cudaStream_t);
+std::string v25_row_note(GemmShape s);
 // v13, v17 and v21 in TF32 (sm_90a): their kernels on K-major operands, B transposed first into a
 // scratch buffer as in v11 (its time included); A and B^T padded when K % 4 != 0. v21's staged
 // epilogue needs beta == 0, N % 4 == 0 and a 16-byte aligned C; other calls run v17's TF32 form.

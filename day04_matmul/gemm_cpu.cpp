@@ -231,6 +231,11 @@ const std::vector<GemmVariant>& gemm_variants() {
            "CTA a whole K, B's one box multicast by halves",
            P::kBf16, nullptr, gemm_v24_wgmma_narrow_bf16, false, "cublas_bf16", A::kSm90a,
            v24_row_note},
+          {"v25_wgmma_medium_bf16",
+           "v24 with 128 x 128 tiles where the 128 x 256 pairs fill half the clusters or less: "
+           "twice the tiles, each CTA a whole K, no slices to add",
+           P::kBf16, nullptr, gemm_v25_wgmma_medium_bf16, false, "cublas_bf16", A::kSm90a,
+           v25_row_note},
           {"v13_wgmma_cluster_tf32",
            "v13 in TF32: B transposed first (K-major), each CTA multicasting half of B^T's tile",
            P::kTf32, gemm_v13_wgmma_cluster_tf32, nullptr, false, "cublas_tf32", A::kSm90a},

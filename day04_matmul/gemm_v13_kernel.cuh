@@ -65,8 +65,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
                     const __grid_constant__ CUtensorMap map_b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kBK = E::kBK;
-  // The pipeline: E::kStages stages of A's 128 rows and B's E::kBN columns (4 x 48 KB, or for the
-  // narrow tiles 8 x 24 KB: the same shared memory, twice the k-tiles in flight).
+  // The pipeline: E::kStages stages of A's 128 rows and B's E::kBN columns (4 x 48 KB; for the
+  // medium tiles 6 x 32 KB, for the narrow ones 8 x 24 KB: the same shared memory, more k-tiles in
+  // flight).
   constexpr int kStages = E::kStages, kStageBytes = kABytes + E::kBN * 128;
   static_assert(kStages * kStageBytes == wgmma_gemm::kStages * wgmma_gemm::kStageBytes);
   extern __shared__ uint8_t smem_raw[];
@@ -135,9 +136,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
           if constexpr (std::is_same_v<E, Bf16Narrow>) {  // half of B's one box: 32 k-rows
             tma_load_2d_multicast(stage(s) + kABytes + int(rank) * 4096, &map_b, col0,
                                   t * kBK + 32 * int(rank), &full[s], 0x3);
-          } else if constexpr (std::is_same_v<E, Bf16>) {  // two of B's four 64-column boxes
+          } else if constexpr (std::is_same_v<typename E::T, __nv_bfloat16>) {
+            // Bf16: two of B's four 64-column boxes; Bf16Medium: one of its two.
+            constexpr int kBoxes = E::kBN / 128;  // per CTA
 #pragma unroll
-            for (int q = 2 * int(rank); q < 2 * int(rank) + 2; ++q) {
+            for (int q = kBoxes * int(rank); q < kBoxes * int(rank) + kBoxes; ++q) {
               tma_load_2d_multicast(stage(s) + kABytes + q * 8192, &map_b, col0 + 64 * q, t * kBK,
                                     &full[s], 0x3);
             }

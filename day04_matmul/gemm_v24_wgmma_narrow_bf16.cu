@@ -72,6 +72,10 @@ bool narrow_for(GemmShape s) {
 
 }  // namespace
 
+bool v24_narrow(GemmShape s) {
+  return narrow_for(s);
+}
+
 std::string v24_row_note(GemmShape s) {
   if (!gpu100::build_has(gpu100::ArchNeed::kSm90a)) return "";  // no kernel to ask about
   std::string note = v13_row_note(s);  // shapes the TMA cannot describe go to v17, staged

@@ -93,6 +93,24 @@ TEST_CASE("v24 narrow tiles: small shapes in 128 x 64 tiles, tails of M, N and K
                {{1.0f, 0.0f, 1}, {-0.5f, 0.0f, 3}, {0.5f, 2.0f, 1}}, 9000);
 }
 
+TEST_CASE("v25 medium tiles: shapes in 128 x 128 tiles, tails of M, N and K", "[gpu]") {
+  GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v25_wgmma_medium_bf16");
+  // On a GPU of 66 clusters: 512 x 4096 x 256 (64 medium pairs, K too short for slices); 200 x
+  // 6000 x 520 (one pair row, its second tile 72 rows; 47 tile columns, the last 112 wide; a last
+  // k-tile of 8); 300 x 3000 x 520 (3 tile rows: the last pair's second tile empty); 77 x 8 x 520
+  // (one pair, 8 columns). 1024^3 runs v24's narrow tiles, 4096 x 4096 x 256 v21's wide ones, and
+  // 256 x 2048 x 4096 v22's slices. Three calls on one C; beta != 0, which v22 sends on to v17.
+  check_shapes("v25_wgmma_medium_bf16",
+               {{512, 4096, 256},
+                {200, 6000, 520},
+                {300, 3000, 520},
+                {77, 8, 520},
+                {1024, 1024, 1024},
+                {4096, 4096, 256},
+                {256, 2048, 4096}},
+               {{1.0f, 0.0f, 1}, {-0.5f, 0.0f, 3}, {0.5f, 2.0f, 1}}, 11000);
+}
+
 TEST_CASE("v23 (TF32, no transpose): odd k-tile counts, tails of M and N, several tiles per CTA",
           "[gpu]") {
   GPU100_REQUIRE_BUILD(gpu100::ArchNeed::kSm90a, "v23_wgmma_rs_tf32");

@@ -366,16 +366,18 @@ __device__ __forceinline__ void wgmma_m64n256k8_tf32_rs(float (&d)[128], const u
                : GPU100_WGMMA_D128_OPS(d)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
-// d (64 x 128) = A (64 x 16, K-major) * B (16 x 128, K-major) + (accumulate ? d : 0).
-__device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], uint64_t desc_a,
-                                                         uint64_t desc_b, int accumulate) {
+// d (64 x 128) = A (64 x 16) * B (16 x 128) + (accumulate ? d : 0), each operand's major-ness
+// chosen as in wgmma_m64n64k16_bf16_ss_major below (day04's v25 reads B N-major).
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_ss_major(float (&d)[64], uint64_t desc_a,
+                                                               uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
       "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
       "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
       "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n"
+      "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
@@ -387,7 +389,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], uint64_
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA), "n"(kTransB));
+}
+// The K-major form of the above (day05's v5, day08's implicit GEMM).
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], uint64_t desc_a,
+                                                         uint64_t desc_b, int accumulate) {
+  wgmma_m64n128k16_bf16_ss_major<0, 0>(d, desc_a, desc_b, accumulate);
 }
 // d (64 x 192) = A (64 x 16, K-major) * B (16 x 192, K-major) + (accumulate ? d : 0): the n = 192
 // form (day05's v5 at D = 64 with 192-key tiles).

@@ -62,6 +62,15 @@ struct Bf16Narrow {
   static constexpr int kBK = 64, kKStep = 16;
   static constexpr int kBN = 64, kStages = 8;  // the 4 x 48 KB of shared memory as 8 x 24 KB
 };
+// v25's medium tiles: BF16 in tiles of 128 x 128, for shapes whose 128 x 256 tile pairs fill half
+// the GPU's clusters or less and whose 128 x 128 pairs fit on it at once. A stage's B is two
+// 64 k-row x 64-column boxes (8 KB apart, as in Bf16), one loaded by each CTA of a cluster and
+// multicast to both.
+struct Bf16Medium {
+  using T = __nv_bfloat16;
+  static constexpr int kBK = 64, kKStep = 16;
+  static constexpr int kBN = 128, kStages = 6;  // the 4 x 48 KB of shared memory as 6 x 32 KB
+};
 // v23's TF32 without the transpose: D = C^T = B^T A^T, so that B (K x N, row-major, N-major)
 // supplies the wgmma's A operand from registers, loaded from its N-major tile in any layout the
 // threads choose, and A (M x K, row-major: K-major) is the wgmma's B operand in shared memory.
@@ -103,7 +112,7 @@ __device__ __forceinline__ void mma_ktile(float (&d)[E::kBN / 2], const uint8_t*
   // B in BF16, N-major: a k-step is 16 k-rows = 2048 B further; LBO = 8192 B to the next
   // 64-column box, SBO = 1024 B between groups of 8 k-rows. In TF32, K-major like A: 256 rows of
   // 128 bytes, a k-step is 32 bytes further in each row.
-  // Bf16Narrow: one 64-column box, the same k-step.
+  // Bf16Narrow: one 64-column box, the same k-step; Bf16Medium: two boxes, as Bf16's four.
   constexpr bool kBf16 = std::is_same_v<typename E::T, __nv_bfloat16>;
   const uint64_t db0 = make_desc(stage + kABytes, kBf16 ? 8192 : 16, 1024);
 #pragma unroll
@@ -111,6 +120,8 @@ __device__ __forceinline__ void mma_ktile(float (&d)[E::kBN / 2], const uint8_t*
     const uint64_t da = desc_at(da0, kk * (32 >> 4));
     if constexpr (E::kBN == 64) {
       wgmma_m64n64k16_bf16_ss_major<0, 1>(d, da, desc_at(db0, kk * (2048 >> 4)), 1);
+    } else if constexpr (E::kBN == 128) {
+      wgmma_m64n128k16_bf16_ss_major<0, 1>(d, da, desc_at(db0, kk * (2048 >> 4)), 1);
     } else if constexpr (kBf16) {
       wgmma_m64n256k16_bf16(d, da, desc_at(db0, kk * (2048 >> 4)));
     } else {
