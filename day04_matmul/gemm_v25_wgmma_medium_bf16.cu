@@ -14,9 +14,10 @@
 //    as each of v22's (half the columns, twice the k-tiles) without the additions. With 3 slices
 //    or more v22's CTAs do fewer products than a medium CTA would, and v22 runs.
 //  - Per k-tile a CTA reads 16 KB of A and 8 KB of B from L2 and receives 32 KB (B's other half
-//    from its partner), for about 512 cycles of products: 64 bytes a cycle into the SM, near the
-//    60 or so that v24's narrow tiles reached (against v21's 48). So the medium tile is for the
-//    shapes above only; the wide tile stays faster wherever its pairs fill the GPU.
+//    from its partner), for about 512 cycles of products: 64 bytes a cycle into the SM, about
+//    what v24's narrow tiles took in while their products waited (24 KB a k-tile in about 360
+//    cycles at 1024^3), against v21's 48. So the medium tile is for the shapes above only; the
+//    wide tile stays faster wherever its pairs fill the GPU.
 //  - Predicted at 512 x 4096 x 4096: 128 CTAs, 64 k-tiles of about 512 cycles each (the same 32,800
 //    cycles of products as a v22 item), about 19 us at 1.75 GHz, plus the pipeline's fill and
 //    the last epilogue (2-3 us): a call near 0.023 ms against v22's 0.036 (cuBLAS 0.028).
