@@ -94,6 +94,12 @@
 // Tried and not kept, at D = 128 (same A/B, one round each): lse read between S^T's and dP^T's
 // issue, 2.51 ms; read from global memory (L2) at the top of the tile, before the wait for its
 // stage, 2.53 ms; the new mask test alone, 2.51 ms.
+// Tried and not kept: the dQ post-pass folded in (one A/B on an H200, two rounds; the day05 README
+// has the tables). The block that adds a tile's last dQ part converting that tile (per-tile
+// counters, a hand-off ring to the idle producer warp) was 1.3-2.0x slower: the last-started block
+// of a head completes nearly every tile of it and converts the whole head alone. The post-pass as
+// a programmatic dependent launch, converting each head once its blocks are done while the last
+// blocks run: 0.1-0.9% at D = 64, none at D = 128.
 // Not done here (FlashAttention-3 does more): 3 consumer warpgroups at D = 64.
 #include <cuda.h>
 #include <cuda_bf16.h>
