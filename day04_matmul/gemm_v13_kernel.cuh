@@ -150,6 +150,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
           }
         }
       }
+      // Before this CTA may exit, the partner's consumers must have made their last arrivals on
+      // its empty barriers: wait for the release of each of the last kStages loads (the earlier
+      // ones were waited for above, before their stage was refilled). Every multicast copy into
+      // this CTA has landed by then too: this CTA's own consumers waited for each full stage.
+      for (int j = it > kStages ? it - kStages : 0; j < it; ++j) {
+        mbar_wait_cluster(&empty[j % kStages], (j / kStages) & 1);
+      }
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
@@ -207,8 +214,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreadsWS, 1)
     }
     if constexpr (kStaged) bulk_wait_all();  // the epilogue's last copies, before the block exits
   }
-  __syncwarp();    // the producer warp's lanes reconverge after thread 256's loop
-  cluster_sync();  // the partner may still arrive on our barriers until here
+  // No cluster barrier at the exit: the producer's wait above is the one thing the partner needs
+  // from this CTA, and a CTA whose epilogue is done leaves without waiting for its partner's.
 #else
   (void)m, (void)n, (void)k, (void)group, (void)splits, (void)epilogue, (void)map_a, (void)map_b;
 #endif

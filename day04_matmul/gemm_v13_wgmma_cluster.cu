@@ -9,8 +9,14 @@
 // warp arrives on the `empty` barrier of both CTAs (16 arrivals per phase), the second one remotely
 // (mapa + mbarrier.arrive.shared::cluster; the producer waits with cluster-scope acquire). The
 // `full` barrier of each CTA expects the whole 48 KB, whichever CTA's copy brought it. No CTA may
-// exit while its partner can still write into its shared memory or arrive on its barriers: a
-// cluster barrier ends the kernel.
+// exit while its partner can still write into its shared memory or arrive on its barriers. A
+// cluster barrier at the end of the kernel did that at first; now the producer, after its last
+// copy, waits until the last stages are released by the consumers of both CTAs (as CUTLASS's
+// producers do before they exit), and each CTA leaves once its own epilogue is done instead of
+// waiting for its partner's. One A/B on an H200 (a trial build, three rounds, the best variant at
+// each shape; results/h200/profiles.txt), ms: 1024^3 0.0105-0.0107 -> 0.0098-0.0102 (the kernel
+// 8.93 -> 8.19-8.22 us under Nsight Compute), 2048^3 0.0298 -> 0.0289-0.0291, 512 x 4096 x 4096
+// 0.0312-0.0317 -> 0.0305-0.0309, 4096^3 0.1838-0.1843 -> 0.1829-0.1837.
 // The kernel is in gemm_v13_kernel.cuh, templated on its epilogue (here: C = alpha A B + beta C in
 // fp32), so that day05 can run the same main loop with its own.
 // Shapes TMA cannot describe (K or N not a multiple of 8: row strides that are no multiple of 16
